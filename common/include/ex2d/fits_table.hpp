@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file fits_table.hpp
+/// A FITS binary table carried in memory as the bytes of a small FITS file (an empty primary
+/// HDU followed by the table HDU, header and all), so the FIBERMAP of a preproc frame reaches
+/// the frame writer unchanged, whether it came from a file or over the wire.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ex2d/status.hpp"
+
+namespace ex2d {
+
+struct FitsTableBlob {
+    std::vector<std::uint8_t> fits_bytes;  ///< complete in-memory FITS file; empty = no table
+    long nrows = 0;
+    bool empty() const { return fits_bytes.empty(); }
+};
+
+/// Reads one integer column (e.g. "FIBER") of the table; rows in file order.
+Result<std::vector<long long>> read_int_column(const FitsTableBlob& table, const std::string& column);
+
+}  // namespace ex2d

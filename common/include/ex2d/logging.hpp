@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file logging.hpp
+/// The project's logger and progress reporting. Log lines are structured as key=value pairs
+/// and carry the exposure, camera and frame ids where they are known.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace ex2d {
+
+/// The shared "ex2d" logger (stderr, created on first use).
+std::shared_ptr<spdlog::logger> logger();
+
+/// Sets the level from "debug", "info", "warning", "error".
+void set_log_level(const std::string& level);
+
+/// A progress bar on a terminal; on a non-terminal, a log line at every 10% of the work.
+class ProgressBar {
+public:
+    ProgressBar(std::string label, long total);
+    ~ProgressBar();
+    ProgressBar(const ProgressBar&) = delete;
+    ProgressBar& operator=(const ProgressBar&) = delete;
+
+    /// Thread-safe; `done` is the number of finished items so far.
+    void update(long done);
+    void finish();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ex2d

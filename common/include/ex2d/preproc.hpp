@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file preproc.hpp
+/// A DESI preproc frame in memory (shared datamodel section 1) and its file I/O.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ex2d/fits_header.hpp"
+#include "ex2d/fits_table.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d {
+
+/// Pixels with any of these ccdmask bits get zero weight: every bit but BADREADNOISE (256).
+constexpr std::uint32_t kExtractMaskBits = 767;
+
+/// Pixel arrays are [ny][nx] row-major: index = row * nx + column (row = CCD y, wavelength).
+struct PreprocImage {
+    int ny = 0;
+    int nx = 0;
+    std::vector<double> image;          ///< electrons
+    std::vector<double> ivar;           ///< 1/electron^2, as stored (not yet masked)
+    std::vector<std::uint32_t> mask;    ///< ccdmask bits, 0 = good
+    std::vector<double> readnoise;      ///< electrons; empty when the file has none
+    FitsHeader header;                  ///< the IMAGE HDU header
+    FitsTableBlob fibermap;             ///< the FIBERMAP HDU; empty when absent
+    std::string source = "memory";      ///< file name, for messages
+    long n_nonfinite_masked = 0;        ///< pixels masked by the reader for NaN/Inf image or ivar
+
+    /// Extraction weights: ivar where (mask & 767) == 0 and image, ivar finite, else 0.
+    std::vector<double> weights() const;
+    /// Forces masking of non-finite pixels (sets mask bit BAD, ivar 0, image 0) and counts them.
+    long mask_nonfinite();
+};
+
+/// Reads IMAGE, IVAR, MASK (tile-compressed), optional READNOISE and FIBERMAP by EXTNAME.
+/// Non-finite pixels are masked and counted (a warning is logged with the count).
+/// Errors name the file and the problem, e.g. "preproc-r0.fits: no HDU named IVAR".
+Result<PreprocImage> read_preproc(const std::string& path);
+
+/// Writes a preproc file in DESI's layout (IMAGE primary, IVAR, MASK RICE-compressed int16,
+/// READNOISE if present, FIBERMAP if present), atomically (temporary name, then rename).
+Status write_preproc(const std::string& path, const PreprocImage& img);
+
+}  // namespace ex2d

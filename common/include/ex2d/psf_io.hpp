@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file psf_io.hpp
+/// Reading and writing PSFVER 3 Gauss-Hermite PSF files (shared datamodel section 2).
+
+#include <string>
+
+#include "ex2d/psf.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d {
+
+/// Reads XTRACE, YTRACE and PSF by EXTNAME, each with its own WAVEMIN/WAVEMAX; PSFERR defaults
+/// to 0.01. A file of another format (no XTRACE, PSFTYPE not GAUSS-HERMITE, PSFVER < 3) or a
+/// truncated file is a format/io error naming the file.
+Result<GaussHermitePsf> read_psf(const std::string& path);
+
+/// Writes the PSF in the same layout (XTRACE primary, YTRACE, PSF table with PARAM, COEFF,
+/// LEGDEGX, LEGDEGW), atomically.
+Status write_psf(const std::string& path, const GaussHermitePsf& psf);
+
+}  // namespace ex2d

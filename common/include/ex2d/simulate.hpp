@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file simulate.hpp
+/// Forward model of a preproc frame from a PSF and synthetic spectra, with known truth
+/// (algorithm.md section 5): image = A . photons + Poisson and read noise.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ex2d/preproc.hpp"
+#include "ex2d/psf.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d {
+
+struct SimulationOptions {
+    std::uint64_t seed = 1;
+    int specmin = 0;           ///< first lit fibre
+    int nspec = 500;           ///< lit fibres; the others are dark (sky-free)
+    double wmin = 0, wmax = 0, dw = 0.8;  ///< extraction grid the truth is written on (0: PSF domain)
+    double read_noise = 3.0;   ///< electrons per pixel
+    double sky_level = 1.0;    ///< scale of sky continuum and lines
+    int n_bright_stars = 3;
+    int n_bad_columns = 2;
+    int n_cosmics = 40;
+    std::string camera = "r0";
+    int expid = 1;
+    int night = 20261121;
+    bool noise = true;         ///< false: noiseless image (ivar from read noise and signal)
+};
+
+/// Photons per wavelength bin of every fibre on the extraction grid.
+struct SimulationTruth {
+    std::vector<double> wave;     ///< extraction grid (A)
+    int specmin = 0;
+    int nspec = 0;
+    std::vector<double> photons;  ///< [nspec][nwave], electrons per bin
+};
+
+struct SimulatedFrame {
+    PreprocImage preproc;
+    SimulationTruth truth;
+};
+
+/// Simulates a frame. The photons are laid on a grid with the extraction grid's step and
+/// phase that covers the whole CCD, so the image also holds light from outside the grid.
+Result<SimulatedFrame> simulate_frame(const GaussHermitePsf& psf, const SimulationOptions& opt);
+
+/// Truth file: primary HDU empty, WAVELENGTH (float64 [nwave]), PHOTONS (float64
+/// [nspec][nwave]) with SPECMIN in its header. Written atomically.
+Status write_truth(const std::string& path, const SimulationTruth& truth);
+Result<SimulationTruth> read_truth(const std::string& path);
+
+}  // namespace ex2d

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/extraction_backend.hpp"
+
+namespace ex2d {
+
+Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads)
+{
+    if (name == "cpu") return make_cpu_backend(nthreads);
+    if (name == "cuda") {
+        try {
+            return make_cuda_backend(0);
+        } catch (const NotCompiled& e) {
+            return Status(StatusCode::not_compiled, e.what());
+        }
+    }
+    return Status::invalid("unknown backend '" + name + "' (expected cpu or cuda)");
+}
+
+}  // namespace ex2d
