@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/psf.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+namespace ex2d {
+
+namespace {
+
+// Legendre series by the three-term recurrence (k+1) P_{k+1} = (2k+1) u P_k - k P_{k-1}.
+double legendre_sum(const double* c, int ncoef, double u)
+{
+    double p_prev = 1.0;
+    double sum = c[0];
+    if (ncoef == 1) return sum;
+    double p = u;
+    sum += c[1] * p;
+    for (int k = 1; k + 1 < ncoef; ++k) {
+        const double p_next = ((2 * k + 1) * u * p - k * p_prev) / (k + 1);
+        p_prev = p;
+        p = p_next;
+        sum += c[k + 1] * p;
+    }
+    return sum;
+}
+
+double reduced_wavelength(const LegendreTable& t, double wave)
+{
+    return (wave - t.wavemin) * (2.0 / (t.wavemax - t.wavemin)) - 1.0;
+}
+
+// Pixel integrals of the Gauss-Hermite basis over the n pixels of a stamp axis
+// (datamodel 2.4 steps 2-5): out[k * n + m] for basis order k = 0..degree, pixel m.
+void pixel_integrals(double center, double sigma, int n, int degree, double* out)
+{
+    constexpr double inv_sqrt2 = 0.70710678118654752440;
+    constexpr double inv_sqrt_2pi = 0.39894228040143267794;
+    const double offset = center - std::floor(center + 0.5);
+    const int half = n / 2;
+    double hermite[16];
+    double prev_phi_he[16];
+    double prev_erf = 0;
+    for (int i = 0; i <= n; ++i) {
+        const double t = ((i - half - 0.5) - offset) / sigma;
+        const double phi = std::exp(-0.5 * t * t) * inv_sqrt_2pi;
+        const double erf_t = std::erf(t * inv_sqrt2);
+        // probabilists' Hermite He_k(t), k = 0..degree-1
+        hermite[0] = 1.0;
+        if (degree > 1) hermite[1] = t;
+        for (int k = 1; k + 1 < degree; ++k) hermite[k + 1] = t * hermite[k] - k * hermite[k - 1];
+        if (i > 0) {
+            const int m = i - 1;
+            out[m] = 0.5 * (erf_t - prev_erf);
+            for (int k = 1; k <= degree; ++k) {
+                out[k * n + m] = prev_phi_he[k - 1] - hermite[k - 1] * phi;
+            }
+        }
+        prev_erf = erf_t;
+        for (int k = 0; k < degree; ++k) prev_phi_he[k] = hermite[k] * phi;
+    }
+}
+
+// Parameters of one fibre at many wavelengths, evaluated once and reused for every spot.
+struct FiberParams {
+    std::vector<double> x, y, sigx, sigy;
+    std::vector<double> gh;  // [nwave][ncoef_gh], index i * (ghdegy+1) + j for GH-i-j
+};
+
+FiberParams fiber_params(const GaussHermitePsf& psf, int fiber, const std::vector<double>& waves)
+{
+    const int nwave = int(waves.size());
+    const int ngh = gh_ncoef(psf);
+    FiberParams p;
+    p.x.resize(nwave);
+    p.y.resize(nwave);
+    p.sigx.resize(nwave);
+    p.sigy.resize(nwave);
+    p.gh.resize(size_t(nwave) * ngh);
+    psf.xtrace.eval_many(fiber, waves.data(), nwave, p.x.data());
+    psf.ytrace.eval_many(fiber, waves.data(), nwave, p.y.data());
+    psf.param("GHSIGX").eval_many(fiber, waves.data(), nwave, p.sigx.data());
+    psf.param("GHSIGY").eval_many(fiber, waves.data(), nwave, p.sigy.data());
+    std::vector<double> tmp(nwave);
+    for (int i = 0; i <= psf.ghdegx; ++i) {
+        for (int j = 0; j <= psf.ghdegy; ++j) {
+            const std::string name = "GH-" + std::to_string(i) + "-" + std::to_string(j);
+            psf.param(name).eval_many(fiber, waves.data(), nwave, tmp.data());
+            const int k = i * (psf.ghdegy + 1) + j;
+            for (int w = 0; w < nwave; ++w) p.gh[size_t(w) * ngh + k] = tmp[w];
+        }
+    }
+    return p;
+}
+
+// One stamp (datamodel 2.4 steps 6-7): core = Py^T . GH . Px, clipped at 0, normalised.
+void compute_stamp(const GaussHermitePsf& psf, double x, double y, double sigx, double sigy,
+                   const double* gh, double* stamp)
+{
+    const int nx = psf.stamp_nx();
+    const int ny = psf.stamp_ny();
+    const int dx = psf.ghdegx + 1;
+    const int dy = psf.ghdegy + 1;
+    double px[16 * 64];
+    double py[16 * 64];
+    pixel_integrals(x, sigx, nx, psf.ghdegx, px);
+    pixel_integrals(y, sigy, ny, psf.ghdegy, py);
+    // row_coef[iy][i] = sum_j GH-i-j * pGHy_j[iy]
+    double row_coef[64 * 16];
+    for (int iy = 0; iy < ny; ++iy) {
+        for (int i = 0; i < dx; ++i) {
+            double s = 0;
+            for (int j = 0; j < dy; ++j) s += gh[i * dy + j] * py[j * ny + iy];
+            row_coef[iy * dx + i] = s;
+        }
+    }
+    double total = 0;
+    for (int iy = 0; iy < ny; ++iy) {
+        for (int ix = 0; ix < nx; ++ix) {
+            double v = 0;
+            for (int i = 0; i < dx; ++i) v += row_coef[iy * dx + i] * px[i * nx + ix];
+            v = v > 0 ? v : 0.0;
+            stamp[iy * nx + ix] = v;
+            total += v;
+        }
+    }
+    const double norm = total > 0 ? 1.0 / total : 0.0;
+    for (int k = 0; k < nx * ny; ++k) stamp[k] *= norm;
+}
+
+void check_stamp_limits(const GaussHermitePsf& psf)
+{
+    if (psf.stamp_nx() > 63 || psf.stamp_ny() > 63 || psf.ghdegx > 14 || psf.ghdegy > 14) {
+        throw Error("PSF stamp or Hermite degree too large: " + psf.source);
+    }
+}
+
+}  // namespace
+
+double LegendreTable::eval(int fiber, double wave) const
+{
+    return legendre_sum(coef.data() + size_t(fiber) * ncoef, ncoef, reduced_wavelength(*this, wave));
+}
+
+void LegendreTable::eval_many(int fiber, const double* waves, int nwave, double* out) const
+{
+    const double* c = coef.data() + size_t(fiber) * ncoef;
+    for (int w = 0; w < nwave; ++w) out[w] = legendre_sum(c, ncoef, reduced_wavelength(*this, waves[w]));
+}
+
+const LegendreTable& GaussHermitePsf::param(const std::string& name) const
+{
+    auto it = params.find(name);
+    if (it == params.end()) throw Error(source + ": PSF has no parameter " + name);
+    return it->second;
+}
+
+Status GaussHermitePsf::validate() const
+{
+    auto bad = [&](const std::string& what) { return Status::format(source + ": " + what); };
+    if (xtrace.nfiber <= 0 || xtrace.ncoef <= 0) return bad("empty XTRACE");
+    if (ytrace.nfiber != xtrace.nfiber) return bad("XTRACE and YTRACE have different fibre counts");
+    if (hsizex <= 0 || hsizey <= 0 || hsizex > 31 || hsizey > 31) return bad("bad HSIZEX/HSIZEY");
+    if (ghdegx < 0 || ghdegy < 0 || ghdegx > 14 || ghdegy > 14) return bad("bad GHDEGX/GHDEGY");
+    if (npix_x <= 0 || npix_y <= 0) return bad("missing NPIX_X/NPIX_Y");
+    std::vector<std::string> required = {"GHSIGX", "GHSIGY"};
+    for (int i = 0; i <= ghdegx; ++i) {
+        for (int j = 0; j <= ghdegy; ++j) {
+            required.push_back("GH-" + std::to_string(i) + "-" + std::to_string(j));
+        }
+    }
+    for (const auto& name : required) {
+        auto it = params.find(name);
+        if (it == params.end()) return bad("PSF table has no row " + name);
+        if (it->second.nfiber != xtrace.nfiber || it->second.ncoef <= 0) {
+            return bad("PSF row " + name + " does not match the traces' fibre count");
+        }
+        if (!(it->second.wavemax > it->second.wavemin)) return bad("bad WAVEMIN/WAVEMAX of PSF HDU");
+    }
+    for (const LegendreTable* t : {&xtrace, &ytrace}) {
+        if (!(t->wavemax > t->wavemin)) return bad("bad WAVEMIN/WAVEMAX of a trace HDU");
+        for (double c : t->coef) {
+            if (!std::isfinite(c)) return bad("non-finite trace coefficient");
+        }
+    }
+    for (const auto& [name, table] : params) {
+        for (double c : table.coef) {
+            if (!std::isfinite(c)) return bad("non-finite coefficient in PSF row " + name);
+        }
+    }
+    return Status::ok();
+}
+
+int stamp_corner(double center, int hsize) { return int(std::floor(center - hsize + 0.5)); }
+
+SpotGrid evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
+                        const std::vector<double>& waves, int nthreads)
+{
+    check_stamp_limits(psf);
+    SpotGrid grid;
+    grid.fiber_begin = fiber_begin;
+    grid.nfiber = nfiber;
+    grid.nwave = int(waves.size());
+    grid.ny = psf.stamp_ny();
+    grid.nx = psf.stamp_nx();
+    grid.values.assign(size_t(nfiber) * grid.nwave * grid.ny * grid.nx, 0.0);
+    grid.xc.assign(size_t(nfiber) * grid.nwave, 0);
+    grid.yc.assign(size_t(nfiber) * grid.nwave, 0);
+    const int ngh = gh_ncoef(psf);
+    auto work = [&](int first, int step) {
+        for (int f = first; f < nfiber; f += step) {
+            const FiberParams p = fiber_params(psf, fiber_begin + f, waves);
+            for (int w = 0; w < grid.nwave; ++w) {
+                compute_stamp(psf, p.x[w], p.y[w], p.sigx[w], p.sigy[w], &p.gh[size_t(w) * ngh],
+                              grid.stamp(f, w));
+                grid.xc[size_t(f) * grid.nwave + w] = stamp_corner(p.x[w], psf.hsizex);
+                grid.yc[size_t(f) * grid.nwave + w] = stamp_corner(p.y[w], psf.hsizey);
+            }
+        }
+    };
+    nthreads = std::max(1, std::min(nthreads, nfiber));
+    if (nthreads == 1) {
+        work(0, 1);
+    } else {
+        std::vector<std::thread> threads;
+        for (int t = 0; t < nthreads; ++t) threads.emplace_back(work, t, nthreads);
+        for (auto& t : threads) t.join();
+    }
+    return grid;
+}
+
+void evaluate_corners(const GaussHermitePsf& psf, int fiber, const std::vector<double>& waves,
+                      std::vector<int>& xc, std::vector<int>& yc)
+{
+    const int nwave = int(waves.size());
+    std::vector<double> x(nwave), y(nwave);
+    psf.xtrace.eval_many(fiber, waves.data(), nwave, x.data());
+    psf.ytrace.eval_many(fiber, waves.data(), nwave, y.data());
+    xc.resize(nwave);
+    yc.resize(nwave);
+    for (int w = 0; w < nwave; ++w) {
+        xc[w] = stamp_corner(x[w], psf.hsizex);
+        yc[w] = stamp_corner(y[w], psf.hsizey);
+    }
+}
+
+Spot evaluate_spot(const GaussHermitePsf& psf, int fiber, double wave)
+{
+    SpotGrid grid = evaluate_spots(psf, fiber, 1, {wave}, 1);
+    Spot spot;
+    spot.xc = grid.xc[0];
+    spot.yc = grid.yc[0];
+    spot.values = std::move(grid.values);
+    return spot;
+}
+
+}  // namespace ex2d

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "patch_solver.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+
+#include <cblas.h>
+#include <lapacke.h>
+
+namespace ex2d::cpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Where a spot lands: its stamp corner and the part of the stamp inside the pixel window.
+struct SpotRect {
+    int row0, row1, col0, col1;  // clipped to the window; empty when row0 >= row1
+    int yc, xc;                  // CCD pixel of stamp [0, 0]
+};
+
+struct Layout {
+    int nfiber, nwave, nunknown, ny, nx, stamp_size;
+};
+
+const double* stamp_of(const BundleSpots& spots, const PatchGeometry& patch, int f, int w)
+{
+    return spots.spots->stamp(patch.fiber_begin + f - spots.spots->fiber_begin,
+                              patch.wave_begin + w - spots.wave_offset);
+}
+
+SpotRect rect_of(const BundleSpots& spots, const PatchGeometry& patch, int f, int w,
+                 const Layout& lay)
+{
+    const int fi = patch.fiber_begin + f - spots.spots->fiber_begin;
+    const int wi = patch.wave_begin + w - spots.wave_offset;
+    SpotRect r{};
+    r.xc = spots.spots->corner_x(fi, wi);
+    r.yc = spots.spots->corner_y(fi, wi);
+    r.row0 = std::max(r.yc, patch.row_begin);
+    r.row1 = std::min(r.yc + lay.ny, patch.row_end);
+    r.col0 = std::max(r.xc, patch.col_begin);
+    r.col1 = std::min(r.xc + lay.nx, patch.col_end);
+    if (r.row0 >= r.row1 || r.col0 >= r.col1) r.row1 = r.row0;
+    return r;
+}
+
+bool empty(const SpotRect& r) { return r.row0 >= r.row1; }
+
+// B&S eq. 4 ingredients from spots and pixels: w*A per spot, y = A^T W p, fluxweight = A^T w,
+// and the fraction of each spot on pixels without data (masked or off the CCD).
+void gather_spots(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
+                  const Layout& lay, std::vector<SpotRect>& rects, PatchWorkspace& ws)
+{
+    ws.weighted_stamps.assign(size_t(lay.nunknown) * lay.stamp_size, 0.0);
+    ws.fluxweight.assign(lay.nunknown, 0.0);
+    ws.rhs.assign(lay.nunknown, 0.0);
+    ws.pixmask_fraction.assign(lay.nunknown, 0.0);
+    rects.resize(lay.nunknown);
+    for (int w = 0; w < lay.nwave; ++w) {
+        for (int f = 0; f < lay.nfiber; ++f) {
+            const int u = w * lay.nfiber + f;
+            const SpotRect r = rect_of(spots, patch, f, w, lay);
+            rects[u] = r;
+            const double* stamp = stamp_of(spots, patch, f, w);
+            double* weighted = &ws.weighted_stamps[size_t(u) * lay.stamp_size];
+            double fw = 0, y = 0, on_data = 0;
+            for (int row = r.row0; row < r.row1; ++row) {
+                const size_t pix0 = size_t(row) * image.nx;
+                const int s0 = (row - r.yc) * lay.nx - r.xc;
+                for (int col = r.col0; col < r.col1; ++col) {
+                    const double a = stamp[s0 + col];
+                    const double wpix = image.weights[pix0 + col];
+                    const double aw = a * wpix;
+                    weighted[s0 + col] = aw;
+                    fw += aw;
+                    y += aw * image.pixels[pix0 + col];
+                    if (wpix > 0) on_data += a;
+                }
+            }
+            ws.fluxweight[u] = fw;
+            ws.rhs[u] = y;
+            // 1 - (spot weight on usable pixels); exactly 1 when no pixel is usable, as
+            // desispec's ALLBADPIX test compares with 1.0.
+            ws.pixmask_fraction[u] = fw > 0 ? std::max(0.0, 1.0 - on_data) : 1.0;
+        }
+    }
+}
+
+// iCov = A^T W A from overlapping spot pairs only. Returns the band half-width kd.
+int couple_spots(const PatchGeometry& patch, const BundleSpots& spots, const Layout& lay,
+                 const std::vector<SpotRect>& rects, PatchWorkspace& ws)
+{
+    ws.wave_row_min.assign(lay.nwave, INT_MAX);
+    for (int u = 0; u < lay.nunknown; ++u) {
+        if (!empty(rects[u])) {
+            int& m = ws.wave_row_min[u / lay.nfiber];
+            m = std::min(m, rects[u].row0);
+        }
+    }
+    // suffix minimum lets the pair loop stop once no later wavelength can reach this spot,
+    // without assuming the traces are monotonic in wavelength
+    ws.wave_row_suffix_min.assign(lay.nwave + 1, INT_MAX);
+    for (int w = lay.nwave - 1; w >= 0; --w) {
+        ws.wave_row_suffix_min[w] = std::min(ws.wave_row_min[w], ws.wave_row_suffix_min[w + 1]);
+    }
+    ws.couplings.clear();
+    ws.coupling_pairs.clear();
+    int kd = 0;
+    for (int u = 0; u < lay.nunknown; ++u) {
+        const SpotRect& ru = rects[u];
+        if (empty(ru)) continue;
+        const double* wu = &ws.weighted_stamps[size_t(u) * lay.stamp_size];
+        const int wave_u = u / lay.nfiber;
+        for (int v = u; v < lay.nunknown; ++v) {
+            const int wave_v = v / lay.nfiber;
+            if (wave_v > wave_u && ws.wave_row_suffix_min[wave_v] >= ru.row1) break;
+            const SpotRect& rv = rects[v];
+            if (empty(rv)) continue;
+            const int r0 = std::max(ru.row0, rv.row0), r1 = std::min(ru.row1, rv.row1);
+            const int c0 = std::max(ru.col0, rv.col0), c1 = std::min(ru.col1, rv.col1);
+            if (r0 >= r1 || c0 >= c1) continue;
+            const double* av = stamp_of(spots, patch, v % lay.nfiber, wave_v);
+            double sum = 0;
+            for (int row = r0; row < r1; ++row) {
+                const double* a = av + (row - rv.yc) * lay.nx - rv.xc;
+                const double* b = wu + (row - ru.yc) * lay.nx - ru.xc;
+                for (int col = c0; col < c1; ++col) sum += b[col] * a[col];
+            }
+            if (sum == 0 && v != u) continue;
+            ws.couplings.push_back(sum);
+            ws.coupling_pairs.push_back(u);
+            ws.coupling_pairs.push_back(v);
+            kd = std::max(kd, v - u);
+        }
+    }
+    return kd;
+}
+
+struct SolveOutcome {
+    bool ok = true;
+    std::string reason;
+};
+
+bool all_finite(const double* x, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(x[i])) return false;
+    }
+    return true;
+}
+
+// Diagonal block C_ss of C = iCov^-1 for fibre f: with iCov = L L^T, C_ss = Z^T Z where
+// Z = L^-1 E_s. Column w of Z is zero above row w*nfiber + f, so each row only updates the
+// columns that have started.
+void covariance_block(const Layout& lay, int kd, int f, PatchWorkspace& ws)
+{
+    const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber, ldab = kd + 1;
+    const double* factor = ws.band_factor.data();
+    ws.z.assign(size_t(m) * nw, 0.0);
+    auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
+    for (int k = f; k < m; ++k) {
+        double* row = &ws.z[size_t(k) * nw];
+        const int ncols = active_columns(k);
+        if ((k - f) % nf == 0) row[(k - f) / nf] = 1.0;
+        for (int j = std::max(f, k - kd); j < k; ++j) {
+            const double l = factor[(k - j) + size_t(j) * ldab];
+            if (l == 0) continue;
+            const double* zj = &ws.z[size_t(j) * nw];
+            const int ncols_j = active_columns(j);
+            for (int c = 0; c < ncols_j; ++c) row[c] -= l * zj[c];
+        }
+        const double inv_diag = 1.0 / factor[size_t(k) * ldab];
+        for (int c = 0; c < ncols; ++c) row[c] *= inv_diag;
+    }
+    ws.cov_block.assign(size_t(nw) * nw, 0.0);
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, nw, m - f, 1.0, &ws.z[size_t(f) * nw], nw,
+                0.0, ws.cov_block.data(), nw);
+}
+
+// (C_ss)^-1/2 with eigenvalues clipped at 1e-14 * max (B&S eqs. 10-19, "signal" blocks).
+bool inverse_sqrt(int n, PatchWorkspace& ws)
+{
+    ws.eigval.resize(n);
+    if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, ws.cov_block.data(), n, ws.eigval.data()) != 0) {
+        return false;
+    }
+    const double max_eig = *std::max_element(ws.eigval.begin(), ws.eigval.end());
+    if (!(max_eig > 0)) return false;
+    const double floor_eig = SolverConstants::eig_clip * max_eig;
+    // B = V diag(w^-1/4), so Q = B B^T = V diag(w^-1/2) V^T
+    ws.eigvec.resize(size_t(n) * n);
+    for (int i = 0; i < n; ++i) {
+        for (int k = 0; k < n; ++k) {
+            const double w = std::max(ws.eigval[k], floor_eig);
+            ws.eigvec[size_t(i) * n + k] = ws.cov_block[size_t(i) * n + k] / std::sqrt(std::sqrt(w));
+        }
+    }
+    ws.q.assign(size_t(n) * n, 0.0);
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, 1.0, ws.eigvec.data(), n, 0.0,
+                ws.q.data(), n);
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < i; ++j) ws.q[size_t(i) * n + j] = ws.q[size_t(j) * n + i];
+    }
+    return true;
+}
+
+SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay, int kd,
+                                   double regularize, PatchWorkspace& ws, PatchResult& result,
+                                   StageTimes& times)
+{
+    auto t0 = Clock::now();
+    const int m = lay.nunknown, ldab = kd + 1;
+    ws.band.assign(size_t(ldab) * m, 0.0);
+    for (size_t p = 0; p < ws.couplings.size(); ++p) {
+        const int u = ws.coupling_pairs[2 * p], v = ws.coupling_pairs[2 * p + 1];
+        ws.band[(v - u) + size_t(u) * ldab] = ws.couplings[p];
+    }
+    // Weak prior on bins with almost no weight (minweight = 1e-4 max fluxweight), plus the
+    // 1e-15 floor, both as gpu_specter adds them: iCov += diag(alpha^2 + 1e-15).
+    const double max_fw = *std::max_element(ws.fluxweight.begin(), ws.fluxweight.end());
+    const double min_weight = SolverConstants::min_weight_frac * max_fw;
+    for (int u = 0; u < m; ++u) {
+        const double alpha = ws.fluxweight[u] < min_weight ? min_weight - ws.fluxweight[u] : regularize;
+        ws.band[size_t(u) * ldab] += alpha * alpha + SolverConstants::diag_floor;
+    }
+    ws.band_factor = ws.band;
+    if (LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, ws.band_factor.data(), ldab) != 0) {
+        return {false, "iCov is not positive definite"};
+    }
+    ws.xflux = ws.rhs;
+    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band_factor.data(), ldab,
+                       ws.xflux.data(), m) != 0 ||
+        !all_finite(ws.xflux.data(), m)) {
+        return {false, "non-finite deconvolved flux"};
+    }
+    times.solve += seconds_since(t0);
+
+    const int nd = lay.ny / 2, ndiag = 2 * nd + 1, nw = lay.nwave, nf = lay.nfiber;
+    const int ncore_f = patch.ncore_fiber(), ncore_w = patch.ncore_wave;
+    for (int cf = 0; cf < ncore_f; ++cf) {
+        const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
+        t0 = Clock::now();
+        covariance_block(lay, kd, f, ws);
+        times.solve += seconds_since(t0);
+        t0 = Clock::now();
+        if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
+        ws.row_sums.assign(nw, 0.0);
+        for (int i = 0; i < nw; ++i) {
+            double s = 0;
+            for (int j = 0; j < nw; ++j) s += ws.q[size_t(i) * nw + j];
+            ws.row_sums[i] = s;
+        }
+        for (int jj = 0; jj < ncore_w; ++jj) {
+            const int j = patch.core_wave_offset + jj;
+            const int u = j * nf + f;
+            const size_t out = size_t(cf) * ncore_w + jj;
+            const double s = ws.row_sums[j];
+            double flux = 0;
+            for (int k = 0; k < nw; ++k) flux += ws.q[size_t(j) * nw + k] * ws.xflux[k * nf + f];
+            flux /= s;
+            const bool usable = ws.fluxweight[u] > 0;
+            result.flux[out] = usable ? flux : 0.0;
+            result.ivar[out] = usable ? s * s : 0.0;
+            result.xflux[out] = usable ? ws.xflux[u] : 0.0;
+            for (int d = 0; d < ndiag; ++d) {
+                const int row = j - nd + d;
+                result.resolution[(size_t(cf) * ndiag + d) * ncore_w + jj] =
+                    ws.q[size_t(row) * nw + j] / ws.row_sums[row];
+            }
+        }
+        times.decorrelate += seconds_since(t0);
+    }
+    if (!all_finite(result.flux.data(), result.flux.size()) ||
+        !all_finite(result.ivar.data(), result.ivar.size()) ||
+        !all_finite(result.resolution.data(), result.resolution.size())) {
+        return {false, "non-finite flux, ivar or resolution"};
+    }
+    return {};
+}
+
+// chi2pix (datamodel 3.6): model = A xflux over the window with every solved spot, pixel
+// variance 1/ivar + (psferr * model)^2, chi2 averaged over each kept bin's spot weights.
+void compute_chi2pix(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
+                     const Layout& lay, const std::vector<SpotRect>& rects, double psferr,
+                     PatchWorkspace& ws, PatchResult& result)
+{
+    const int wrows = patch.row_end - patch.row_begin, wcols = patch.col_end - patch.col_begin;
+    ws.model.assign(size_t(wrows) * wcols, 0.0);
+    for (int u = 0; u < lay.nunknown; ++u) {
+        const SpotRect& r = rects[u];
+        const double x = ws.xflux[u];
+        const double* stamp = stamp_of(spots, patch, u % lay.nfiber, u / lay.nfiber);
+        for (int row = r.row0; row < r.row1; ++row) {
+            double* mrow = &ws.model[size_t(row - patch.row_begin) * wcols - patch.col_begin];
+            const double* a = stamp + (row - r.yc) * lay.nx - r.xc;
+            for (int col = r.col0; col < r.col1; ++col) mrow[col] += a[col] * x;
+        }
+    }
+    ws.chi2.assign(ws.model.size(), 0.0);
+    ws.chi2_weight.assign(ws.model.size(), 0.0);
+    for (int row = 0; row < wrows; ++row) {
+        for (int col = 0; col < wcols; ++col) {
+            const size_t pix = size_t(row + patch.row_begin) * image.nx + col + patch.col_begin;
+            const double ivar = image.weights[pix];
+            if (!(ivar > 0)) continue;
+            const size_t k = size_t(row) * wcols + col;
+            const double model_sigma = psferr * ws.model[k] + 1e-32;
+            const double v = 1.0 / (1.0 / ivar + model_sigma * model_sigma);
+            const double resid = image.pixels[pix] - ws.model[k];
+            ws.chi2[k] = resid * resid * v;
+            ws.chi2_weight[k] = v > 0 ? 1.0 : 0.0;
+        }
+    }
+    const int ncore_w = patch.ncore_wave;
+    for (int cf = 0; cf < patch.ncore_fiber(); ++cf) {
+        const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
+        for (int jj = 0; jj < ncore_w; ++jj) {
+            const int u = (patch.core_wave_offset + jj) * lay.nfiber + f;
+            const SpotRect& r = rects[u];
+            const double* stamp = stamp_of(spots, patch, f, u / lay.nfiber);
+            double num = 0, den = 0;
+            for (int row = r.row0; row < r.row1; ++row) {
+                const size_t k0 = size_t(row - patch.row_begin) * wcols - patch.col_begin;
+                const double* a = stamp + (row - r.yc) * lay.nx - r.xc;
+                for (int col = r.col0; col < r.col1; ++col) {
+                    num += a[col] * ws.chi2[k0 + col];
+                    den += a[col] * ws.chi2_weight[k0 + col];
+                }
+            }
+            result.chi2pix[size_t(cf) * ncore_w + jj] = den > 0 ? num / den : 0.0;
+        }
+    }
+}
+
+void size_result(const PatchGeometry& patch, int ndiag, PatchResult& result)
+{
+    const size_t n = size_t(patch.ncore_fiber()) * patch.ncore_wave;
+    result.flux.assign(n, 0.0);
+    result.ivar.assign(n, 0.0);
+    result.xflux.assign(n, 0.0);
+    result.chi2pix.assign(n, 0.0);
+    result.pixmask_fraction.assign(n, 0.0);
+    result.resolution.assign(n * ndiag, 0.0);
+}
+
+}  // namespace
+
+void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
+                 double regularize, double psferr, PatchWorkspace& ws, PatchResult& result,
+                 StageTimes& times)
+{
+    const Layout lay{patch.nfiber(), patch.nwave, patch.nunknown(), spots.spots->ny,
+                     spots.spots->nx, spots.spots->ny * spots.spots->nx};
+    const int ndiag = lay.ny;
+    size_result(patch, ndiag, result);
+    result.status = PatchStatus::ok;
+    result.failure.clear();
+
+    auto t0 = Clock::now();
+    std::vector<SpotRect> rects;
+    gather_spots(patch, spots, image, lay, rects, ws);
+    const int kd = couple_spots(patch, spots, lay, rects, ws);
+    times.build += seconds_since(t0);
+    for (int cf = 0; cf < patch.ncore_fiber(); ++cf) {
+        const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
+        for (int jj = 0; jj < patch.ncore_wave; ++jj) {
+            const int u = (patch.core_wave_offset + jj) * lay.nfiber + f;
+            result.pixmask_fraction[size_t(cf) * patch.ncore_wave + jj] = ws.pixmask_fraction[u];
+        }
+    }
+
+    SolveOutcome outcome = solve_and_decorrelate(patch, lay, kd, regularize, ws, result, times);
+    if (!outcome.ok) {
+        result.status = PatchStatus::retried;
+        result.failure = outcome.reason;
+        outcome = solve_and_decorrelate(patch, lay, kd, SolverConstants::retry_regularize, ws,
+                                        result, times);
+    }
+    if (!outcome.ok) {
+        const std::vector<double> pixmask = result.pixmask_fraction;
+        size_result(patch, ndiag, result);
+        result.pixmask_fraction = pixmask;
+        result.status = PatchStatus::failed;
+        result.failure += "; retry: " + outcome.reason;
+        return;
+    }
+    t0 = Clock::now();
+    compute_chi2pix(patch, spots, image, lay, rects, psferr, ws, result);
+    times.chi2 += seconds_since(t0);
+}
+
+}  // namespace ex2d::cpu

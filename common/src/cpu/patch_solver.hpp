@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file patch_solver.hpp
+/// Spectro-perfectionism solve of one patch on the CPU, exploiting the band structure of iCov
+/// (algorithm.md section 4). Unknowns are ordered wavelength-major, u = w * nfiber + f, so that
+/// iCov is a band matrix whose half-width is set by how many neighbouring wavelengths and
+/// fibres a spot overlaps (about 7 x nfiber).
+
+#include <vector>
+
+#include "ex2d/extraction_backend.hpp"
+
+namespace ex2d::cpu {
+
+/// Scratch buffers reused across the patches one thread solves, so the hot loop allocates
+/// nothing once warm.
+struct PatchWorkspace {
+    std::vector<double> weighted_stamps;  // [nunknown][stamp]
+    std::vector<int> rect;                // [nunknown][4]: row0, row1, col0, col1 (clipped)
+    std::vector<double> fluxweight, rhs, xflux, pixmask_fraction;
+    std::vector<char> has_pixels;
+    std::vector<double> band, band_factor;  // LAPACK lower band storage, (kd+1) x nunknown
+    std::vector<double> couplings;          // (u, v, value) triplets before kd is known
+    std::vector<int> coupling_pairs;
+    std::vector<double> z, cov_block, eigvec, eigval, q, row_sums;
+    std::vector<double> model, chi2, chi2_weight;
+    std::vector<int> wave_row_min, wave_row_suffix_min;
+};
+
+/// The spots of a bundle on the padded grid: stamp (f, w) of fibre spots.fiber_begin + f at
+/// padded wavelength index w.
+struct BundleSpots {
+    const SpotGrid* spots = nullptr;
+    int wave_offset = 0;  ///< padded index of spots' wavelength 0
+};
+
+/// Extracts one patch; never throws on numerical trouble (status in the result).
+void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
+                 double regularize, double psferr, PatchWorkspace& ws, PatchResult& result,
+                 StageTimes& times);
+
+}  // namespace ex2d::cpu
