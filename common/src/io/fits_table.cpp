@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/fits_table.hpp"
+
+#include "fits_util.hpp"
+
+namespace ex2d {
+
+Result<std::vector<long long>> read_int_column(const FitsTableBlob& table, const std::string& column)
+{
+    const std::string what = "in-memory table";
+    fits::BlobReader reader;
+    EX2D_RETURN_NOT_OK(reader.open(table, what));
+    fitsfile* f = reader.get();
+    int status = 0;
+    int colnum = 0;
+    long long nrows = 0;
+    if (fits_get_colnum(f, CASEINSEN, const_cast<char*>(column.c_str()), &colnum, &status)) {
+        fits_clear_errmsg();
+        return Status::format(what + ": no column named " + column);
+    }
+    int typecode = 0;
+    long repeat = 0;
+    long width = 0;
+    fits_get_coltype(f, colnum, &typecode, &repeat, &width, &status);
+    fits_get_num_rowsll(f, &nrows, &status);
+    if (status) return fits::io_error(what, "cannot read column " + column, status);
+    if (repeat != 1 || typecode == TSTRING || typecode == TFLOAT || typecode == TDOUBLE) {
+        return Status::format(what + ": column " + column + " is not a scalar integer column");
+    }
+    std::vector<long long> values(size_t(nrows), 0);
+    int anynul = 0;
+    if (nrows > 0 && fits_read_col(f, TLONGLONG, colnum, 1, 1, nrows, nullptr, values.data(),
+                                   &anynul, &status)) {
+        return fits::io_error(what, "cannot read column " + column, status);
+    }
+    return values;
+}
+
+}  // namespace ex2d

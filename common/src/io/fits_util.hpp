@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file fits_util.hpp
+/// Private helpers shared by the FITS readers and writers: an owning cfitsio handle, error
+/// messages that name the file, HDU lookup by EXTNAME, header copying, in-memory table blobs
+/// and the temporary-name-then-rename writer.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fitsio.h>
+
+#include "ex2d/fits_header.hpp"
+#include "ex2d/fits_table.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d::fits {
+
+struct FitsCloser {
+    void operator()(fitsfile* f) const;
+};
+/// Closes the file (ignoring errors) when it goes out of scope; call close() to check them.
+using FitsPtr = std::unique_ptr<fitsfile, FitsCloser>;
+
+/// "PATH: WHAT: cfitsio text (status N)"; also clears cfitsio's message stack.
+std::string error_text(const std::string& path, const std::string& what, int status);
+/// An io error with error_text().
+Status io_error(const std::string& path, const std::string& what, int status);
+
+/// Opens an existing file read-only without cfitsio's extended file-name syntax.
+/// Missing or unreadable files are io errors.
+Status open_read(const std::string& path, FitsPtr& out);
+/// Closes and reports any error of the final flush.
+Status close(const std::string& path, FitsPtr& file);
+
+/// EXTNAMEs of all HDUs in file order ("" where absent). Detects truncated files (io error):
+/// an HDU whose header cannot be read or whose data runs past the end of the file.
+Status scan_hdus(fitsfile* f, const std::string& path, std::vector<std::string>& names);
+/// 1-based HDU number of the first HDU called `name` in `names`, 0 if none.
+int find_hdu(const std::vector<std::string>& names, const std::string& name);
+/// Moves to HDU `hdu_num` (1-based) or to the HDU named `name`, with file-naming errors.
+Status move_to(fitsfile* f, const std::string& path, int hdu_num);
+/// Format error "PATH: no HDU named NAME" + suffix when absent, else moves there.
+Status move_to_named(fitsfile* f, const std::string& path, const std::vector<std::string>& names,
+                     const std::string& name, const std::string& suffix = "");
+
+/// Keyword of an 80-character card ("NAXIS1", "COMMENT", "" for a blank card; the name after
+/// "HIERARCH " for long keywords). Implemented in fits_header.cpp.
+std::string card_keyword(const std::string& card);
+
+/// Every card of the current HDU header (80 characters each, no END).
+Status read_header(fitsfile* f, const std::string& path, FitsHeader& header);
+/// True for keywords that describe the HDU's structure (SIMPLE, NAXISn, TFORMn, Z*,
+/// CHECKSUM, EXTNAME, ...): they must not be copied from one HDU to another.
+bool is_structural_keyword(const std::string& key);
+/// Writes the non-structural cards of `header` into the current HDU.
+Status write_header(fitsfile* f, const std::string& path, const FitsHeader& header);
+
+/// Dimensions of the current image HDU in FITS order (NAXIS1 first).
+Status image_shape(fitsfile* f, const std::string& path, const std::string& hdu,
+                   std::vector<long>& naxes);
+/// Reads all pixels of the current image HDU, converted by cfitsio to `datatype` (TDOUBLE,
+/// TUINT, TINT, TFLOAT, ...). NaNs are passed through unchanged.
+Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu, int datatype,
+                   long long npix, void* out);
+
+/// Copies the current HDU of `src` into a new blob (empty primary + that HDU).
+Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob);
+
+/// Opens a blob read-only and moves to its table HDU. Keeps the buffer alive while open.
+class BlobReader {
+public:
+    BlobReader() = default;
+    BlobReader(const BlobReader&) = delete;
+    BlobReader& operator=(const BlobReader&) = delete;
+    Status open(const FitsTableBlob& blob, const std::string& what);
+    fitsfile* get() const { return file_.get(); }
+
+private:
+    void* buffer_ = nullptr;
+    size_t size_ = 0;
+    FitsPtr file_;
+};
+
+/// Name for a temporary file next to `path` that keeps its suffix from ".fits" on (so that
+/// "x.fits.gz" is still gzip-compressed by cfitsio).
+std::string temporary_name(const std::string& path);
+
+/// Creates a temporary file next to `path`, lets `body` fill it, closes it and renames it to
+/// `path`. On any failure the temporary is removed and `path` is untouched.
+Status write_atomically(const std::string& path,
+                        const std::function<Status(fitsfile*)>& body);
+
+}  // namespace ex2d::fits

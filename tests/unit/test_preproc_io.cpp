@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// write_preproc / read_preproc: DESI layout (RICE-compressed MASK), the 767 weight rule,
+// masking of non-finite pixels, and failures as Status values naming the file.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <fitsio.h>
+#include <gtest/gtest.h>
+
+#include "ex2d/preproc.hpp"
+#include "test_paths.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// An in-memory FIBERMAP: FIBER = 500*petal + row, TARGETID, OBJTYPE, and a TILEID key.
+ex2d::FitsTableBlob make_fibermap(int petal, int nrows)
+{
+    size_t size = 2880;
+    void* buffer = std::malloc(size);
+    fitsfile* f = nullptr;
+    int status = 0;
+    char* ttype[] = {const_cast<char*>("TARGETID"), const_cast<char*>("FIBER"),
+                     const_cast<char*>("OBJTYPE")};
+    char* tform[] = {const_cast<char*>("K"), const_cast<char*>("J"), const_cast<char*>("3A")};
+    fits_create_memfile(&f, &buffer, &size, 2880, std::realloc, &status);
+    fits_create_img(f, BYTE_IMG, 0, nullptr, &status);
+    fits_create_tbl(f, BINARY_TBL, nrows, 3, ttype, tform, nullptr, "FIBERMAP", &status);
+    int tileid = 1234;
+    fits_write_key(f, TINT, "TILEID", &tileid, "tile id", &status);
+    for (int i = 0; i < nrows; ++i) {
+        long long targetid = 39627000000000000LL + i;
+        int fiber = 500 * petal + i;
+        char objtype[4] = "TGT";
+        char* objtype_ptr = objtype;
+        fits_write_col(f, TLONGLONG, 1, i + 1, 1, 1, &targetid, &status);
+        fits_write_col(f, TINT, 2, i + 1, 1, 1, &fiber, &status);
+        fits_write_col(f, TSTRING, 3, i + 1, 1, 1, &objtype_ptr, &status);
+    }
+    long long headstart = 0, datastart = 0, dataend = 0;
+    fits_flush_file(f, &status);
+    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
+    fits_close_file(f, &status);
+    EXPECT_EQ(status, 0);
+    ex2d::FitsTableBlob blob;
+    auto* bytes = static_cast<std::uint8_t*>(buffer);
+    blob.fits_bytes.assign(bytes, bytes + dataend);
+    blob.nrows = nrows;
+    std::free(buffer);
+    return blob;
+}
+
+ex2d::PreprocImage sample_image()
+{
+    ex2d::PreprocImage img;
+    img.ny = 6;
+    img.nx = 5;
+    const int n = img.ny * img.nx;
+    const std::uint32_t bits[] = {0, 1, 16, 256, 512, 1023, 0, 8};
+    for (int i = 0; i < n; ++i) {
+        img.image.push_back(0.25 * i - 3.0);  // exact in float32
+        img.ivar.push_back(1.0 / 64.0 + i);
+        img.mask.push_back(bits[i % 8]);
+        img.readnoise.push_back(3.5 + 0.125 * (i % 4));
+    }
+    img.header.set_string("CAMERA", "r3", "camera");
+    img.header.set_string("FLAVOR", "science");
+    img.header.set_int("EXPID", 67784);
+    img.header.set_double("EXPTIME", 900.5);
+    img.header.set_string("IN_LONG", std::string(100, 'x') + "/preproc-r3.fits");
+    img.fibermap = make_fibermap(3, 12);
+    return img;
+}
+
+size_t count_files(const fs::path& dir)
+{
+    return size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
+TEST(PreprocIo, RoundTripKeepsEveryArrayHeaderAndFibermap)
+{
+    ex2d::test::TempDir dir;
+    const ex2d::PreprocImage img = sample_image();
+    const std::string path = dir.file("preproc-r3-00067784.fits");
+    ex2d::Status s = ex2d::write_preproc(path, img);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(count_files(dir.path()), 1u);
+
+    auto r = ex2d::read_preproc(path);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const ex2d::PreprocImage& back = r.value();
+    EXPECT_EQ(back.source, path);
+    EXPECT_EQ(back.ny, 6);
+    EXPECT_EQ(back.nx, 5);
+    EXPECT_EQ(back.image, img.image);
+    EXPECT_EQ(back.ivar, img.ivar);
+    EXPECT_EQ(back.mask, img.mask);
+    EXPECT_EQ(back.readnoise, img.readnoise);
+    EXPECT_EQ(back.n_nonfinite_masked, 0);
+    EXPECT_EQ(back.header.get_string("CAMERA").value(), "r3");
+    EXPECT_EQ(back.header.get_string("FLAVOR").value(), "science");
+    EXPECT_EQ(back.header.get_int("EXPID").value(), 67784);
+    EXPECT_EQ(back.header.get_double("EXPTIME").value(), 900.5);
+    EXPECT_EQ(back.header.get_string("IN_LONG").value(), img.header.get_string("IN_LONG").value());
+    EXPECT_EQ(back.header.get_string("EXTNAME").value(), "IMAGE");
+    EXPECT_EQ(back.header.get_int("BITPIX").value(), -32);
+
+    ASSERT_FALSE(back.fibermap.empty());
+    EXPECT_EQ(back.fibermap.nrows, 12);
+    auto fibers = ex2d::read_int_column(back.fibermap, "FIBER");
+    ASSERT_TRUE(fibers.is_ok()) << fibers.status().to_string();
+    ASSERT_EQ(fibers.value().size(), 12u);
+    EXPECT_EQ(fibers.value().front(), 1500);
+    EXPECT_EQ(fibers.value().back(), 1511);
+    auto targets = ex2d::read_int_column(back.fibermap, "TARGETID");
+    ASSERT_TRUE(targets.is_ok());
+    EXPECT_EQ(targets.value()[5], 39627000000000005LL);
+    EXPECT_FALSE(ex2d::read_int_column(back.fibermap, "NOPE").is_ok());
+
+    // The header survives a second round trip card for card (no duplicated keywords).
+    const std::string again = dir.file("again.fits");
+    ASSERT_TRUE(ex2d::write_preproc(again, back).is_ok());
+    auto r2 = ex2d::read_preproc(again);
+    ASSERT_TRUE(r2.is_ok());
+    EXPECT_EQ(r2.value().header.cards, back.header.cards);
+}
+
+TEST(PreprocIo, LayoutOnDiskIsDesis)
+{
+    ex2d::test::TempDir dir;
+    const std::string path = dir.file("preproc.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, sample_image()).is_ok());
+    fitsfile* f = nullptr;
+    int status = 0;
+    int type = 0;
+    int nhdu = 0;
+    char value[FLEN_VALUE];
+    int ival = 0;
+    fits_open_file(&f, path.c_str(), READONLY, &status);
+    fits_get_num_hdus(f, &nhdu, &status);
+    EXPECT_EQ(nhdu, 5);
+    const char* expected[] = {"IMAGE", "IVAR", "MASK", "READNOISE", "FIBERMAP"};
+    for (int h = 1; h <= nhdu; ++h) {
+        fits_movabs_hdu(f, h, &type, &status);
+        fits_read_key(f, TSTRING, "EXTNAME", value, nullptr, &status);
+        EXPECT_STREQ(value, expected[h - 1]);
+    }
+    fits_movabs_hdu(f, 1, &type, &status);
+    fits_read_key(f, TINT, "BITPIX", &ival, nullptr, &status);
+    EXPECT_EQ(ival, -32);
+    fits_movabs_hdu(f, 3, &type, &status);
+    EXPECT_EQ(fits_is_compressed_image(f, &status), 1);
+    fits_read_key(f, TSTRING, "ZCMPTYPE", value, nullptr, &status);
+    EXPECT_STREQ(value, "RICE_1");
+    fits_read_key(f, TINT, "ZBITPIX", &ival, nullptr, &status);
+    EXPECT_EQ(ival, 16);
+    fits_read_key(f, TINT, "ZTILE1", &ival, nullptr, &status);
+    EXPECT_EQ(ival, 5);
+    fits_read_key(f, TINT, "ZTILE2", &ival, nullptr, &status);
+    EXPECT_EQ(ival, 1);
+    fits_close_file(f, &status);
+    EXPECT_EQ(status, 0);
+}
+
+TEST(PreprocIo, WeightsFollowTheExtractionMask767)
+{
+    ex2d::PreprocImage img;
+    img.ny = 1;
+    img.nx = 8;
+    img.image = {1, 1, 1, 1, 1, 1, std::nan(""), 1};
+    img.ivar = {2, 3, 4, 5, 6, 0, 7, -1};
+    img.mask = {0, 256, 16, 512, 1, 0, 0, 0};
+    std::vector<double> w = img.weights();
+    const std::vector<double> expected = {2, 3, 0, 0, 0, 0, 0, 0};
+    EXPECT_EQ(w, expected);
+}
+
+TEST(PreprocIo, NonFinitePixelsAreMaskedAndCounted)
+{
+    ex2d::test::TempDir dir;
+    ex2d::PreprocImage img = sample_image();
+    img.image[3] = std::numeric_limits<double>::quiet_NaN();
+    img.ivar[7] = std::numeric_limits<double>::infinity();
+    img.image[9] = -std::numeric_limits<double>::infinity();
+    img.ivar[9] = std::numeric_limits<double>::quiet_NaN();
+    img.mask[7] = 16;
+    const std::string path = dir.file("preproc-nan.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, img).is_ok());
+    auto r = ex2d::read_preproc(path);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const ex2d::PreprocImage& back = r.value();
+    EXPECT_EQ(back.n_nonfinite_masked, 3);
+    for (int i : {3, 7, 9}) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(back.image[size_t(i)], 0.0);
+        EXPECT_EQ(back.ivar[size_t(i)], 0.0);
+        EXPECT_EQ(back.mask[size_t(i)] & 1u, 1u);
+    }
+    EXPECT_EQ(back.mask[7], 17u);
+    EXPECT_EQ(back.image[4], img.image[4]);
+
+    ex2d::PreprocImage again = back;
+    EXPECT_EQ(again.mask_nonfinite(), 0);
+    EXPECT_EQ(again.n_nonfinite_masked, 3);
+}
+
+TEST(PreprocIo, MissingAndTruncatedFilesAreIoErrors)
+{
+    ex2d::test::TempDir dir;
+    const std::string missing = dir.file("missing.fits");
+    auto r = ex2d::read_preproc(missing);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error);
+    EXPECT_NE(r.status().message().find(missing), std::string::npos);
+
+    ex2d::PreprocImage img = sample_image();
+    img.ny = 60;
+    img.nx = 50;
+    img.image.assign(3000, 1.5);
+    img.ivar.assign(3000, 2.0);
+    img.mask.assign(3000, 0);
+    img.readnoise.clear();
+    const std::string full = dir.file("full.fits");
+    ASSERT_TRUE(ex2d::write_preproc(full, img).is_ok());
+    std::ifstream in(full, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cut = dir.file("cut.fits");
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+    r = ex2d::read_preproc(cut);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(cut), std::string::npos);
+}
+
+/// A file with IMAGE and IVAR of [4][3] and a MASK of shape [mask_ny][3]; MASK absent when
+/// mask_ny is 0.
+void write_raw_preproc(const std::string& path, long mask_ny)
+{
+    fitsfile* f = nullptr;
+    int status = 0;
+    long naxes[2] = {3, 4};
+    float pixels[12] = {0};
+    fits_create_file(&f, path.c_str(), &status);
+    for (const char* name : {"IMAGE", "IVAR"}) {
+        fits_create_img(f, FLOAT_IMG, 2, naxes, &status);
+        fits_write_key(f, TSTRING, "EXTNAME", const_cast<char*>(name), nullptr, &status);
+        fits_write_img(f, TFLOAT, 1, 12, pixels, &status);
+        if (mask_ny == 0) break;  // IVAR is missing too in that case
+    }
+    if (mask_ny > 0) {
+        long mask_axes[2] = {3, mask_ny};
+        short mask[12] = {0};
+        fits_create_img(f, SHORT_IMG, 2, mask_axes, &status);
+        fits_write_key(f, TSTRING, "EXTNAME", const_cast<char*>("MASK"), nullptr, &status);
+        fits_write_img(f, TSHORT, 1, 3 * mask_ny, mask, &status);
+    }
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+}
+
+TEST(PreprocIo, MissingIvarAndWrongMaskShapeAreFormatErrors)
+{
+    ex2d::test::TempDir dir;
+    const std::string no_ivar = dir.file("no-ivar.fits");
+    write_raw_preproc(no_ivar, 0);
+    auto r = ex2d::read_preproc(no_ivar);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::format_error);
+    EXPECT_EQ(r.status().message(), no_ivar + ": no HDU named IVAR");
+
+    const std::string bad_mask = dir.file("bad-mask.fits");
+    write_raw_preproc(bad_mask, 2);
+    r = ex2d::read_preproc(bad_mask);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::format_error);
+    EXPECT_NE(r.status().message().find(bad_mask + ": HDU MASK"), std::string::npos)
+        << r.status().message();
+
+    const std::string good = dir.file("good.fits");
+    write_raw_preproc(good, 4);
+    r = ex2d::read_preproc(good);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r.value().readnoise.empty());
+    EXPECT_TRUE(r.value().fibermap.empty());
+}
+
+TEST(PreprocIo, FailedWritesLeaveNoFile)
+{
+    ex2d::test::TempDir dir;
+    const std::string path = dir.file("preproc.fits");
+
+    ex2d::PreprocImage wrong_size = sample_image();
+    wrong_size.ivar.pop_back();
+    ex2d::Status s = ex2d::write_preproc(path, wrong_size);
+    EXPECT_EQ(s.code(), ex2d::StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find(path), std::string::npos);
+
+    // Fails half-way, after IMAGE, IVAR and MASK are written: the temporary must go.
+    ex2d::PreprocImage bad_fibermap = sample_image();
+    bad_fibermap.fibermap.fits_bytes.assign(2880, 'x');
+    s = ex2d::write_preproc(path, bad_fibermap);
+    EXPECT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
+    EXPECT_EQ(count_files(dir.path()), 0u);
+}
+
+}  // namespace
