@@ -4,13 +4,13 @@
 // the thread count or on the order in which threads pick patches.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <thread>
 
 #include <cblas.h>
 
 #include "ex2d/extraction_backend.hpp"
+#include "cpu_clock.hpp"
 #include "patch_solver.hpp"
 
 extern "C" void openblas_set_num_threads(int);
@@ -18,8 +18,6 @@ extern "C" void openblas_set_num_threads(int);
 namespace ex2d {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Patches that share a bundle's spots: consecutive patches with the same bundle id.
 struct BundleGroup {
@@ -74,14 +72,14 @@ public:
         std::mutex progress_mutex;
 
         for (const BundleGroup& group : group_by_bundle(batch.patches)) {
-            const auto t0 = Clock::now();
+            const double t0 = cpu::process_cpu_seconds();
             const std::vector<double> waves(batch.padded_wave->begin() + group.wave_begin,
                                             batch.padded_wave->begin() + group.wave_end);
             const int spot_threads = std::min(nthreads_, group.fiber_end - group.fiber_begin);
             const SpotGrid spots = evaluate_spots(*batch.psf, group.fiber_begin,
                                                   group.fiber_end - group.fiber_begin, waves,
                                                   spot_threads);
-            times.psf += std::chrono::duration<double>(Clock::now() - t0).count() * spot_threads;
+            times.psf += cpu::process_cpu_seconds() - t0;
             const cpu::BundleSpots bundle_spots{&spots, group.wave_begin};
 
             std::atomic<size_t> next{group.first};

@@ -2,23 +2,19 @@
 #include "patch_solver.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cmath>
 
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "cpu_clock.hpp"
+
 namespace ex2d::cpu {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start)
-{
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(double start) { return thread_cpu_seconds() - start; }
 
 // Where a spot lands: its stamp corner and the part of the stamp inside the pixel window.
 struct SpotRect {
@@ -216,7 +212,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
                                    double regularize, PatchWorkspace& ws, PatchResult& result,
                                    StageTimes& times)
 {
-    auto t0 = Clock::now();
+    double t0 = thread_cpu_seconds();
     const int m = lay.nunknown, ldab = kd + 1;
     ws.band.assign(size_t(ldab) * m, 0.0);
     for (size_t p = 0; p < ws.couplings.size(); ++p) {
@@ -247,10 +243,10 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
     const int ncore_f = patch.ncore_fiber(), ncore_w = patch.ncore_wave;
     for (int cf = 0; cf < ncore_f; ++cf) {
         const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
-        t0 = Clock::now();
+        t0 = thread_cpu_seconds();
         covariance_block(lay, kd, f, ws);
         times.solve += seconds_since(t0);
-        t0 = Clock::now();
+        t0 = thread_cpu_seconds();
         if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
         ws.row_sums.assign(nw, 0.0);
         for (int i = 0; i < nw; ++i) {
@@ -364,7 +360,7 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     result.status = PatchStatus::ok;
     result.failure.clear();
 
-    auto t0 = Clock::now();
+    double t0 = thread_cpu_seconds();
     std::vector<SpotRect> rects;
     gather_spots(patch, spots, image, lay, rects, ws);
     const int kd = couple_spots(patch, spots, lay, rects, ws);
@@ -392,7 +388,7 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
         result.failure += "; retry: " + outcome.reason;
         return;
     }
-    t0 = Clock::now();
+    t0 = thread_cpu_seconds();
     compute_chi2pix(patch, spots, image, lay, rects, psferr, ws, result);
     times.chi2 += seconds_since(t0);
 }

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "spectra.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ex2d::sim {
+
+namespace {
+
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kSpeedOfLightKms = 299792.458;
+
+/// A spectral line: rest (or observed, for the sky) wavelength in A and a strength.
+struct Line {
+    double wave;
+    double strength;
+};
+
+// Night-sky emission (observed wavelengths, A) with their total electrons per exposure at
+// sky_level 1: [OI] 5577, 6300, 6364, Na D, the OH Meinel bands that dominate the red and
+// near-IR sky, and the Hg street-lamp lines 4358, 5461 in the blue arm.
+constexpr Line kSkyLines[] = {
+    {4358.3, 600},  {5460.7, 800},  {5577.34, 5000}, {5889.95, 800},  {5895.92, 600},
+    {6300.30, 2500}, {6363.78, 800}, {6498.7, 400},  {6553.6, 500},   {6863.96, 1500},
+    {6923.2, 1200}, {7276.4, 1500}, {7316.3, 2000},  {7340.9, 1800},  {7369.2, 1500},
+    {7401.7, 1200}, {7571.8, 1000}, {7750.6, 2500},  {7794.1, 2500},  {7821.5, 2000},
+    {7913.7, 2500}, {7964.6, 3000}, {7993.3, 3500},  {8344.6, 5000},  {8399.2, 4000},
+    {8430.2, 4000}, {8465.4, 3500}, {8504.8, 3000},  {8791.2, 4000},  {8827.1, 5000},
+    {8885.8, 6000}, {8919.6, 5000}, {8958.1, 5500},  {9375.9, 6000},  {9439.7, 7000},
+};
+constexpr double kSkyLineSigma = 0.7;  // A: instrumental width of unresolved sky lines
+
+// Galaxy emission lines (rest frame, A) with flux relative to the brightest line: the [OII]
+// doublet, Hbeta, the [OIII] pair (1:3 by atomic physics), Halpha with [NII] (1:3) and [SII].
+constexpr Line kGalaxyLines[] = {
+    {3726.03, 0.43}, {3728.82, 0.57}, {4861.33, 0.35}, {4958.91, 0.20}, {5006.84, 0.60},
+    {6548.05, 0.10}, {6562.80, 1.00}, {6583.45, 0.30}, {6716.44, 0.15}, {6730.82, 0.15},
+};
+
+// Stellar absorption lines (rest frame, A): Ca II K and H, Balmer series, Mg b, Na D and the
+// Ca II infrared triplet. strength = 1 for hydrogen, 0 for metals (depths depend on that).
+constexpr Line kStellarLines[] = {
+    {3933.66, 0}, {3968.47, 0}, {4101.74, 1}, {4340.47, 1}, {4861.33, 1}, {5172.68, 0},
+    {5183.60, 0}, {5889.95, 0}, {5895.92, 0}, {6562.80, 1}, {8498.02, 0}, {8542.09, 0},
+    {8662.14, 0},
+};
+
+constexpr double kFaintContinuum = 20.0;  // e/bin scale of the bright-star multiplier
+
+double uniform(std::mt19937_64& rng, double lo, double hi)
+{
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+double log_uniform(std::mt19937_64& rng, double lo, double hi)
+{
+    return std::exp(uniform(rng, std::log(lo), std::log(hi)));
+}
+
+/// Adds a Gaussian line of `total` electrons integrated exactly over each bin [w-dw/2, w+dw/2].
+void add_gaussian_line(const std::vector<double>& grid, double dw, double center, double sigma,
+                       double total, double* out)
+{
+    if (grid.empty() || total == 0) return;
+    const double step = grid.size() > 1 ? grid[1] - grid[0] : dw;
+    const double reach = 8.0 * sigma + dw;
+    const long first = std::max(0L, long(std::floor((center - reach - grid[0]) / step)));
+    const long last =
+        std::min(long(grid.size()) - 1, long(std::ceil((center + reach - grid[0]) / step)));
+    const double scale = 1.0 / (kSqrt2 * sigma);
+    for (long i = first; i <= last; ++i) {
+        const double lo = (grid[i] - 0.5 * dw - center) * scale;
+        const double hi = (grid[i] + 0.5 * dw - center) * scale;
+        out[i] += total * 0.5 * (std::erf(hi) - std::erf(lo));
+    }
+}
+
+/// Planck's law B_lambda(T) up to a constant, for stellar continua.
+double planck(double wave_angstrom, double temperature)
+{
+    constexpr double hc_over_k = 1.438776877e8;  // h c / k_B in A K
+    const double x = hc_over_k / (wave_angstrom * temperature);
+    return 1.0 / (std::pow(wave_angstrom, 5) * std::expm1(x));
+}
+
+void add_sky(const std::vector<double>& grid, double dw, double sky_level, double* out)
+{
+    if (sky_level == 0) return;
+    // Continuum rising to the red (zodiacal light and the airglow pseudo-continuum).
+    for (size_t i = 0; i < grid.size(); ++i) {
+        const double red_fraction = std::clamp((grid[i] - 3500.0) / 6500.0, 0.0, 1.0);
+        out[i] += sky_level * (20.0 + 40.0 * red_fraction);
+    }
+    for (const Line& line : kSkyLines) {
+        add_gaussian_line(grid, dw, line.wave, kSkyLineSigma, sky_level * line.strength, out);
+    }
+}
+
+void add_galaxy(const std::vector<double>& grid, double dw, std::mt19937_64& rng, double* out)
+{
+    const double redshift = uniform(rng, 0.05, 1.6);
+    const double amplitude = log_uniform(rng, 2.0, 40.0);
+    const int shape = std::uniform_int_distribution<int>(0, 4)(rng);
+    const double slope = uniform(rng, -2.5, 2.5);
+    const double break_wave = 4000.0 * (1.0 + redshift);
+    for (size_t i = 0; i < grid.size(); ++i) {
+        const double w = grid[i];
+        double c = amplitude;
+        switch (shape) {
+        case 0:  // flat in electrons per bin
+            break;
+        case 1:  // power law
+            c *= std::pow(w / 6500.0, slope);
+            break;
+        case 2:  // red galaxy: faint in the blue
+            c *= 0.2 + 0.8 * std::clamp((w - 3500.0) / 6500.0, 0.0, 1.0);
+            break;
+        case 3:  // blue galaxy: declining to the red
+            c *= std::exp(-(w - 3500.0) / 4000.0);
+            break;
+        default:  // 4000 A break of an old stellar population, redshifted
+            c *= 0.4 + 0.3 * (1.0 + std::tanh((w - break_wave) / 40.0));
+            break;
+        }
+        out[i] += c;
+    }
+    const double line_flux = log_uniform(rng, 50.0, 3000.0);
+    const double velocity_dispersion = uniform(rng, 40.0, 150.0);  // km/s
+    for (const Line& line : kGalaxyLines) {
+        const double observed = line.wave * (1.0 + redshift);
+        const double sigma = std::hypot(observed * velocity_dispersion / kSpeedOfLightKms, 0.3);
+        add_gaussian_line(grid, dw, observed, sigma, line_flux * line.strength, out);
+    }
+}
+
+void add_star(const std::vector<double>& grid, double amplitude, std::mt19937_64& rng, double* out)
+{
+    const double temperature = uniform(rng, 4000.0, 10000.0);
+    const double velocity = uniform(rng, -300.0, 300.0);  // km/s
+    const double line_sigma = uniform(rng, 2.0, 6.0);     // A
+    // Balmer lines peak in A stars; metal lines deepen in cool stars.
+    const double hot = (temperature - 4000.0) / 6000.0;
+    const double norm = 1.0 / planck(6000.0, temperature);
+    const double doppler = 1.0 + velocity / kSpeedOfLightKms;
+    for (size_t i = 0; i < grid.size(); ++i) {
+        const double w = grid[i];
+        double transmission = 1.0;
+        for (const Line& line : kStellarLines) {
+            const double depth = line.strength > 0 ? 0.25 + 0.35 * hot : 0.55 - 0.35 * hot;
+            const double d = (w - line.wave * doppler) / line_sigma;
+            if (std::fabs(d) < 8.0) transmission *= 1.0 - depth * std::exp(-0.5 * d * d);
+        }
+        out[i] += amplitude * planck(w, temperature) * norm * transmission;
+    }
+}
+
+}  // namespace
+
+FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const SimulationOptions& opt,
+                          std::mt19937_64& rng)
+{
+    const int nspec = std::max(0, opt.nspec);
+    const size_t ngrid = grid.size();
+    FrameSpectra spectra;
+    spectra.kinds.assign(nspec, TargetKind::galaxy);
+    spectra.photons.assign(size_t(nspec) * ngrid, 0.0);
+
+    // About one fibre in ten is a sky fibre, as on a DESI petal; the bright stars are drawn
+    // among the others, then the remaining targets are galaxies (3 in 4) or faint stars.
+    std::vector<int> targets;
+    for (int s = 0; s < nspec; ++s) {
+        if (uniform(rng, 0.0, 1.0) < 0.1) {
+            spectra.kinds[s] = TargetKind::sky;
+        } else {
+            targets.push_back(s);
+        }
+    }
+    std::shuffle(targets.begin(), targets.end(), rng);
+    const size_t nbright = std::min(targets.size(), size_t(std::max(0, opt.n_bright_stars)));
+    for (size_t k = 0; k < nbright; ++k) spectra.kinds[targets[k]] = TargetKind::bright_star;
+    for (size_t k = nbright; k < targets.size(); ++k) {
+        const bool galaxy = uniform(rng, 0.0, 1.0) < 0.75;
+        spectra.kinds[targets[k]] = galaxy ? TargetKind::galaxy : TargetKind::star;
+    }
+
+    for (int s = 0; s < nspec; ++s) {
+        double* out = spectra.photons.data() + size_t(s) * ngrid;
+        add_sky(grid, dw, opt.sky_level, out);
+        switch (spectra.kinds[s]) {
+        case TargetKind::galaxy:
+            add_galaxy(grid, dw, rng, out);
+            break;
+        case TargetKind::star:
+            add_star(grid, log_uniform(rng, 3.0, 60.0), rng, out);
+            break;
+        case TargetKind::bright_star:
+            add_star(grid, kFaintContinuum * uniform(rng, 50.0, 200.0), rng, out);
+            break;
+        case TargetKind::sky:
+        case TargetKind::dark:
+            break;
+        }
+    }
+    return spectra;
+}
+
+}  // namespace ex2d::sim

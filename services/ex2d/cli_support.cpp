@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "cli_support.hpp"
+
+#include <sstream>
+
+#include <sys/resource.h>
+
+namespace ex2d::tool {
+
+void exit_on_error(const Status& status, int code)
+{
+    if (!status.is_ok()) throw CommandExit(code, status.to_string());
+}
+
+void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw)
+{
+    if (text.empty()) return;
+    std::stringstream in(text);
+    char comma1 = 0, comma2 = 0;
+    double a = 0, b = 0, c = 0;
+    if (!(in >> a >> comma1 >> b >> comma2 >> c) || comma1 != ',' || comma2 != ',' ||
+        !(c > 0) || !(b > a)) {
+        throw CommandExit(2, "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
+                             "got '" + text + "'");
+    }
+    wmin = a;
+    wmax = b;
+    dw = c;
+}
+
+void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength)
+{
+    cmd.add_option("-w,--wavelength", wavelength,
+                   "Wavelength grid 'wmin,wmax,dw' in Angstrom (default: the PSF HDU's "
+                   "WAVEMIN,WAVEMAX with dw 0.8; DESI uses 5760.0,7620.0,0.8 for r)");
+    cmd.add_option("-s,--specmin", opt.specmin, "First spectrum (0-499, on a bundle boundary)")
+        ->capture_default_str();
+    cmd.add_option("-n,--nspec", opt.nspec, "Number of spectra (a multiple of bundlesize)")
+        ->capture_default_str();
+    cmd.add_option("-r,--regularize", opt.regularize, "Regularization added as alpha^2 to iCov")
+        ->capture_default_str();
+    cmd.add_option("--psferr", opt.psferr,
+                   "PSF error fraction for chi2pix (default: PSF header PSFERR, else 0.01)");
+    cmd.add_option("--bundlesize", opt.bundlesize, "Fibres per bundle")->capture_default_str();
+    cmd.add_option("--nsubbundles", opt.nsubbundles, "Sub-bundles per bundle")->capture_default_str();
+    cmd.add_option("--nwavestep", opt.nwavestep, "Kept wavelength bins per patch")
+        ->capture_default_str();
+    cmd.add_option("--wavepad", opt.wavepad, "Padding bins each side before wavepad-frac")
+        ->capture_default_str();
+    cmd.add_option("--pixpad-frac", opt.pixpad_frac, "Fraction of padding rows used")
+        ->capture_default_str();
+    cmd.add_option("--wavepad-frac", opt.wavepad_frac, "Extra padding as a fraction of wavepad")
+        ->capture_default_str();
+}
+
+double process_cpu_seconds()
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
+           usage.ru_stime.tv_usec * 1e-6;
+}
+
+double peak_rss_mib()
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024.0;
+}
+
+}  // namespace ex2d::tool

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// Helpers shared by the ex2d subcommands.
+
+#include <string>
+
+#include "commands.hpp"
+#include "ex2d/extraction_types.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d::tool {
+
+/// Throws CommandExit(1, status text) when `status` is not OK.
+void exit_on_error(const Status& status, int code = 1);
+
+template <typename T>
+T value_or_exit(Result<T> result, int code = 1)
+{
+    exit_on_error(result.status(), code);
+    return std::move(result).value();
+}
+
+/// Parses "wmin,wmax,dw" into the options (desi_extract_spectra's -w).
+void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw);
+
+/// Registers desi_extract_spectra's extraction options on `cmd`.
+void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength);
+
+/// Process CPU seconds (user + system) and peak resident memory in MiB.
+double process_cpu_seconds();
+double peak_rss_mib();
+
+}  // namespace ex2d::tool
