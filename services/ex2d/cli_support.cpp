@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "cli_support.hpp"
 
+#include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <sys/resource.h>
 
@@ -66,6 +69,14 @@ double peak_rss_mib()
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     return usage.ru_maxrss / 1024.0;
+}
+
+double current_rss_mib()
+{
+    std::ifstream statm("/proc/self/statm");
+    long pages_total = 0, pages_resident = 0;
+    statm >> pages_total >> pages_resident;
+    return double(pages_resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
 }  // namespace ex2d::tool

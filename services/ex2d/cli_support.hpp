@@ -30,5 +30,7 @@ void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& 
 /// Process CPU seconds (user + system) and peak resident memory in MiB.
 double process_cpu_seconds();
 double peak_rss_mib();
+/// Current resident memory in MiB (from /proc/self/statm).
+double current_rss_mib();
 
 }  // namespace ex2d::tool
