@@ -3,10 +3,13 @@
 
 /// Helpers shared by the ex2d subcommands.
 
+#include <memory>
 #include <string>
 
 #include "commands.hpp"
+#include "ex2d/extraction_backend.hpp"
 #include "ex2d/extraction_types.hpp"
+#include "ex2d/logging.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d::tool {
@@ -26,6 +29,27 @@ void parse_wavelength_option(const std::string& text, double& wmin, double& wmax
 
 /// Registers desi_extract_spectra's extraction options on `cmd`.
 void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength);
+
+/// Progress of an extraction: a ProgressBar created once the backend reports the total.
+class ExtractionProgress {
+public:
+    explicit ExtractionProgress(std::string label) : label_(std::move(label)) {}
+    ProgressCallback callback()
+    {
+        return [this](long done, long total) {
+            if (!bar_) bar_ = std::make_unique<ProgressBar>(label_, total);
+            bar_->update(done);
+        };
+    }
+    void finish()
+    {
+        if (bar_) bar_->finish();
+    }
+
+private:
+    std::string label_;
+    std::unique_ptr<ProgressBar> bar_;
+};
 
 /// Process CPU seconds (user + system) and peak resident memory in MiB.
 double process_cpu_seconds();

@@ -66,12 +66,9 @@ void run_bench(BenchArgs& args)
     for (int r = 0; r < args.repeat; ++r) {
         const auto t0 = Clock::now();
         const double c0 = process_cpu_seconds();
-        std::unique_ptr<ProgressBar> bar;
-        frame = value_or_exit(extract_frame(view, psf, opt, *backend, [&](long done, long total) {
-            if (!bar) bar = std::make_unique<ProgressBar>("bench", total);
-            bar->update(done);
-        }));
-        if (bar) bar->finish();
+        ExtractionProgress progress("bench");
+        frame = value_or_exit(extract_frame(view, psf, opt, *backend, progress.callback()));
+        progress.finish();
         wall = std::chrono::duration<double>(Clock::now() - t0).count();
         cpu = process_cpu_seconds() - c0;
     }

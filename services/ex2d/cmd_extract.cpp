@@ -55,13 +55,10 @@ void run_extract(ExtractArgs& args)
                    args.input, args.psf, backend->name(), args.opt.specmin, args.opt.nspec);
     const auto t_extract = Clock::now();
     const double cpu_before = process_cpu_seconds();
-    std::unique_ptr<ProgressBar> progress_bar;
-    ExtractedFrame frame = value_or_exit(extract_frame(
-        view, psf, args.opt, *backend, [&](long done, long total) {
-            if (!progress_bar) progress_bar = std::make_unique<ProgressBar>("extract " + ids, total);
-            progress_bar->update(done);
-        }));
-    if (progress_bar) progress_bar->finish();
+    ExtractionProgress progress("extract " + ids);
+    ExtractedFrame frame =
+        value_or_exit(extract_frame(view, psf, args.opt, *backend, progress.callback()));
+    progress.finish();
     const double extract_seconds = std::chrono::duration<double>(Clock::now() - t_extract).count();
     const double extract_cpu = process_cpu_seconds() - cpu_before;
 

@@ -13,6 +13,7 @@
 
 #include "ex2d/frame_io.hpp"
 #include "test_paths.hpp"
+#include "fits_fixtures.hpp"
 
 namespace {
 
@@ -26,34 +27,7 @@ constexpr int kSpecmin = 2;
 /// FIBERMAP of petal 3 with `nrows` rows: FIBER = 1500 + row, TARGETID = 1000 + row.
 ex2d::FitsTableBlob make_fibermap(int nrows)
 {
-    size_t size = 2880;
-    void* buffer = std::malloc(size);
-    fitsfile* f = nullptr;
-    int status = 0;
-    char* ttype[] = {const_cast<char*>("TARGETID"), const_cast<char*>("FIBER")};
-    char* tform[] = {const_cast<char*>("K"), const_cast<char*>("J")};
-    fits_create_memfile(&f, &buffer, &size, 2880, std::realloc, &status);
-    fits_create_img(f, BYTE_IMG, 0, nullptr, &status);
-    fits_create_tbl(f, BINARY_TBL, nrows, 2, ttype, tform, nullptr, "FIBERMAP", &status);
-    int tileid = 80605;
-    fits_write_key(f, TINT, "TILEID", &tileid, "tile id", &status);
-    for (int i = 0; i < nrows; ++i) {
-        long long targetid = 1000 + i;
-        int fiber = 1500 + i;
-        fits_write_col(f, TLONGLONG, 1, i + 1, 1, 1, &targetid, &status);
-        fits_write_col(f, TINT, 2, i + 1, 1, 1, &fiber, &status);
-    }
-    long long headstart = 0, datastart = 0, dataend = 0;
-    fits_flush_file(f, &status);
-    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
-    fits_close_file(f, &status);
-    EXPECT_EQ(status, 0);
-    ex2d::FitsTableBlob blob;
-    auto* bytes = static_cast<std::uint8_t*>(buffer);
-    blob.fits_bytes.assign(bytes, bytes + dataend);
-    blob.nrows = nrows;
-    std::free(buffer);
-    return blob;
+    return ex2d::test::make_fibermap_blob(nrows, 1500, 1000, 80605, false);
 }
 
 ex2d::ExtractedFrame small_frame()

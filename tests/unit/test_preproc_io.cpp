@@ -12,6 +12,7 @@
 
 #include "ex2d/preproc.hpp"
 #include "test_paths.hpp"
+#include "fits_fixtures.hpp"
 
 namespace {
 
@@ -20,38 +21,7 @@ namespace fs = std::filesystem;
 /// An in-memory FIBERMAP: FIBER = 500*petal + row, TARGETID, OBJTYPE, and a TILEID key.
 ex2d::FitsTableBlob make_fibermap(int petal, int nrows)
 {
-    size_t size = 2880;
-    void* buffer = std::malloc(size);
-    fitsfile* f = nullptr;
-    int status = 0;
-    char* ttype[] = {const_cast<char*>("TARGETID"), const_cast<char*>("FIBER"),
-                     const_cast<char*>("OBJTYPE")};
-    char* tform[] = {const_cast<char*>("K"), const_cast<char*>("J"), const_cast<char*>("3A")};
-    fits_create_memfile(&f, &buffer, &size, 2880, std::realloc, &status);
-    fits_create_img(f, BYTE_IMG, 0, nullptr, &status);
-    fits_create_tbl(f, BINARY_TBL, nrows, 3, ttype, tform, nullptr, "FIBERMAP", &status);
-    int tileid = 1234;
-    fits_write_key(f, TINT, "TILEID", &tileid, "tile id", &status);
-    for (int i = 0; i < nrows; ++i) {
-        long long targetid = 39627000000000000LL + i;
-        int fiber = 500 * petal + i;
-        char objtype[4] = "TGT";
-        char* objtype_ptr = objtype;
-        fits_write_col(f, TLONGLONG, 1, i + 1, 1, 1, &targetid, &status);
-        fits_write_col(f, TINT, 2, i + 1, 1, 1, &fiber, &status);
-        fits_write_col(f, TSTRING, 3, i + 1, 1, 1, &objtype_ptr, &status);
-    }
-    long long headstart = 0, datastart = 0, dataend = 0;
-    fits_flush_file(f, &status);
-    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
-    fits_close_file(f, &status);
-    EXPECT_EQ(status, 0);
-    ex2d::FitsTableBlob blob;
-    auto* bytes = static_cast<std::uint8_t*>(buffer);
-    blob.fits_bytes.assign(bytes, bytes + dataend);
-    blob.nrows = nrows;
-    std::free(buffer);
-    return blob;
+    return ex2d::test::make_fibermap_blob(nrows, 500 * petal, 39627000000000000LL, 1234, true);
 }
 
 ex2d::PreprocImage sample_image()

@@ -16,12 +16,6 @@ namespace {
 
 double seconds_since(double start) { return thread_cpu_seconds() - start; }
 
-// Where a spot lands: its stamp corner and the part of the stamp inside the pixel window.
-struct SpotRect {
-    int row0, row1, col0, col1;  // clipped to the window; empty when row0 >= row1
-    int yc, xc;                  // CCD pixel of stamp [0, 0]
-};
-
 struct Layout {
     int nfiber, nwave, nunknown, ny, nx, stamp_size;
 };
@@ -361,7 +355,7 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     result.failure.clear();
 
     double t0 = thread_cpu_seconds();
-    std::vector<SpotRect> rects;
+    std::vector<SpotRect>& rects = ws.rects;
     gather_spots(patch, spots, image, lay, rects, ws);
     const int kd = couple_spots(patch, spots, lay, rects, ws);
     times.build += seconds_since(t0);

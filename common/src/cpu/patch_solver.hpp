@@ -13,13 +13,18 @@
 
 namespace ex2d::cpu {
 
+/// Where a spot lands: its stamp corner and the part of the stamp inside the pixel window.
+struct SpotRect {
+    int row0, row1, col0, col1;  ///< clipped to the window; empty when row0 >= row1
+    int yc, xc;                  ///< CCD pixel of stamp [0, 0]
+};
+
 /// Scratch buffers reused across the patches one thread solves, so the hot loop allocates
 /// nothing once warm.
 struct PatchWorkspace {
     std::vector<double> weighted_stamps;  // [nunknown][stamp]
-    std::vector<int> rect;                // [nunknown][4]: row0, row1, col0, col1 (clipped)
+    std::vector<SpotRect> rects;          // [nunknown]
     std::vector<double> fluxweight, rhs, xflux, pixmask_fraction;
-    std::vector<char> has_pixels;
     std::vector<double> band, band_factor;  // LAPACK lower band storage, (kd+1) x nunknown
     std::vector<double> couplings;          // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
