@@ -3,14 +3,17 @@
 
 namespace ex2d {
 
-Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads)
+Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads,
+                                                        const CudaBackendOptions& cuda)
 {
     if (name == "cpu") return make_cpu_backend(nthreads);
     if (name == "cuda") {
         try {
-            return make_cuda_backend(0);
+            return make_cuda_backend(cuda);
         } catch (const NotCompiled& e) {
             return Status(StatusCode::not_compiled, e.what());
+        } catch (const DeviceUnavailable& e) {
+            return Status(StatusCode::device_unavailable, e.what());
         }
     }
     return Status::invalid("unknown backend '" + name + "' (expected cpu or cuda)");

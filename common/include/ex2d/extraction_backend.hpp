@@ -6,6 +6,7 @@
 /// results and statuses out. The CPU backend (LAPACK, threads) is always built; the CUDA
 /// backend is built when nvcc is found and is otherwise a stub that throws NotCompiled.
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +38,17 @@ struct PatchBatch {
 /// Called from the backend after each finished patch with (patches done, patches total).
 using ProgressCallback = std::function<void(long, long)>;
 
+/// What a device backend holds on its device, for benchmarks, logs and operators sharing a
+/// GPU between several workers under MPS. All zero for host backends.
+struct DeviceReport {
+    std::string device_name;          ///< e.g. "NVIDIA H100 80GB HBM3"; empty on the host
+    std::size_t held_bytes = 0;       ///< device memory held now by this backend's buffers
+    std::size_t peak_held_bytes = 0;  ///< most it has held since it was made
+    std::size_t budget_bytes = 0;     ///< the budget its batches are sized to fit
+    std::size_t device_free_bytes = 0;
+    std::size_t device_total_bytes = 0;
+};
+
 class ExtractionBackend {
 public:
     virtual ~ExtractionBackend() = default;
@@ -46,13 +58,27 @@ public:
     /// Results are bit-identical whatever the thread count or batch split.
     virtual void extract(const PatchBatch& batch, std::vector<PatchResult>& results,
                          StageTimes& times, const ProgressCallback& progress = {}) = 0;
+    /// Device memory and name; host backends report nothing.
+    virtual DeviceReport device_report() const { return {}; }
+};
+
+/// Settings of the CUDA backend. The budget bounds every buffer it allocates (batches of
+/// patches are sized to fit), so that several workers can share one GPU under MPS.
+struct CudaBackendOptions {
+    int device = 0;
+    std::size_t memory_budget_bytes = std::size_t(3) << 30;
 };
 
 /// CPU backend with `nthreads` worker threads (<= 0: all cores).
 std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
-/// CUDA backend on device `device`; throws NotCompiled in builds without CUDA.
-std::unique_ptr<ExtractionBackend> make_cuda_backend(int device);
-/// "cpu" or "cuda"; an unknown name is an invalid_argument status.
-Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads);
+/// CUDA backend; throws NotCompiled in builds without CUDA and DeviceUnavailable where no
+/// usable device is found.
+std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options = {});
+/// Usable CUDA devices: 0 in builds without CUDA, without a driver or without a GPU.
+int cuda_device_count();
+/// "cpu" or "cuda"; an unknown name is an invalid_argument status, a CUDA backend that is
+/// not built or has no device a not_compiled or device_unavailable status.
+Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads,
+                                                        const CudaBackendOptions& cuda = {});
 
 }  // namespace ex2d

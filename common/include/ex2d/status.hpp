@@ -22,6 +22,7 @@ enum class StatusCode {
     format_error,      ///< a file is readable but not in the expected format (missing HDU, ...)
     numerical_error,   ///< a computation produced no usable result
     not_compiled,      ///< the requested backend is not part of this build
+    device_unavailable,  ///< the backend is built but no usable device is present
 };
 
 /// Short name of a status code, e.g. "format error".
@@ -103,6 +104,13 @@ public:
 
 /// Thrown when code asks for a backend that this build does not contain.
 class NotCompiled : public Error {
+public:
+    using Error::Error;
+};
+
+/// Thrown when the CUDA backend is built but finds no usable device (no driver, no GPU, or
+/// the requested index is out of range).
+class DeviceUnavailable : public Error {
 public:
     using Error::Error;
 };

@@ -12,6 +12,7 @@ const char* to_string(StatusCode code)
     case StatusCode::format_error: return "format error";
     case StatusCode::numerical_error: return "numerical error";
     case StatusCode::not_compiled: return "not compiled";
+    case StatusCode::device_unavailable: return "device unavailable";
     }
     return "unknown";
 }

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Stands in for the CUDA backend in builds without nvcc: same symbols, each throwing
-// NotCompiled, so services link and dispatch identically in both builds.
+// Stands in for the CUDA backend in builds without nvcc: same symbols, so services link and
+// dispatch identically in both builds; asking for the backend throws NotCompiled.
 #include "ex2d/extraction_backend.hpp"
 
 namespace ex2d {
 
-std::unique_ptr<ExtractionBackend> make_cuda_backend(int /*device*/)
+std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& /*options*/)
 {
-    throw NotCompiled("the CUDA backend is not part of this build (configure with nvcc found "
-                      "and EX2D_BUILD_CUDA=ON)");
+    throw NotCompiled("the CUDA backend is not part of this build (configure where nvcc is "
+                      "found, with EX2D_BUILD_CUDA=ON)");
 }
+
+int cuda_device_count() { return 0; }
 
 }  // namespace ex2d

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// One chunk of patches through the whole spectro-perfectionism solve on the device: spots,
+// iCov and y, batched Cholesky factorisation and solve, the kept fibres' covariance blocks,
+// their batched eigen-decomposition and inverse square roots, R, flux, ivar and chi2pix.
+
+#include <vector>
+
+#include "cuda_resources.hpp"
+#include "device_memory.hpp"
+#include "ex2d/extraction_types.hpp"
+#include "ex2d/patch_batching.hpp"
+#include "kernels.hpp"
+
+namespace ex2d::cuda {
+
+/// The kept outputs of the last solve, in pinned host memory: entry (i, c, jj) of patch i
+/// of the solve's list at (i * ncore + c) * ncore_wave + jj; resolution with ndiag in between.
+struct HostOutputs {
+    const double* flux;
+    const double* ivar;
+    const double* xflux;
+    const double* chi2pix;
+    const double* pixmask;
+    const double* resolution;
+};
+
+class ChunkSolver {
+public:
+    ChunkSolver(const CudaResources& resources, MemoryLedger& ledger);
+
+    /// Device bytes of eigen-solver workspace per patch, for planning chunks.
+    std::size_t eigen_workspace_per_patch(const DeviceLayout& layout);
+    /// Sizes every buffer for chunks up to the plan's maxima (grows only).
+    void reserve(const DeviceLayout& layout, const ChunkPlan& plan);
+
+    /// Evaluates the spots of `chunk`'s box; they stay for the solves that follow.
+    void evaluate_spots(const DevicePsf& psf, const double* padded_waves, const PatchChunk& chunk,
+                        StageTimes& times);
+    /// Solves `patches` (all inside the box of the last evaluate_spots) with `regularize`;
+    /// returns the kFlag* bits per patch, outputs in host_outputs().
+    std::vector<int> solve(const std::vector<const PatchGeometry*>& patches,
+                           const DeviceImage& image, double regularize, double psferr,
+                           StageTimes& times);
+    HostOutputs host_outputs() const;
+
+private:
+    ChunkBuffers buffers(int npatch) const;
+    void decompose_blocks(long long nblock);
+    void upload_patches(const std::vector<const PatchGeometry*>& patches, int& max_window_rows);
+
+    const CudaResources& res_;
+    MemoryLedger& ledger_;
+    DeviceLayout layout_;
+    std::size_t max_patches_ = 0;
+    PatchChunk box_;
+    SpotBox spots_;
+    bool batched_eigen_ = true;
+    std::size_t eigen_device_bytes_ = 0;
+    std::size_t eigen_host_bytes_ = 0;
+    int eigen_lwork_ = 0;  // per-matrix syevd fallback
+
+    DeviceArray<double> spot_values_{"spot stamps"};
+    DeviceArray<int> spot_corners_{"spot corners"};
+    DeviceArray<DevicePatch> patches_{"patch descriptors"};
+    PinnedArray<DevicePatch> host_patches_{"patch descriptors"};
+    DeviceArray<double> icov_{"iCov"};
+    DeviceArray<double> z_{"Z = L^-1 E"};
+    DeviceArray<double> cblock_{"covariance blocks"};
+    DeviceArray<double> qblock_{"inverse square roots"};
+    DeviceArray<double> eigval_{"eigenvalues"};
+    DeviceArray<double> frob2_{"Frobenius norms"};
+    DeviceArray<double> vectors_{"per-unknown vectors"};  // rhs, x, fluxweight, pixmask
+    DeviceArray<double> outputs_{"kept outputs"};
+    DeviceArray<double> window_{"window chi2"};
+    DeviceArray<int> info_{"info arrays"};  // factor info, eigen info, flags, solve info
+    DeviceArray<double*> pointers_{"batched pointer arrays"};
+    DeviceArray<char> eigen_work_{"eigen-solver workspace"};
+    std::vector<char> eigen_host_work_;
+    PinnedArray<double> host_outputs_{"kept outputs"};
+    PinnedArray<int> host_info_{"info arrays"};
+};
+
+}  // namespace ex2d::cuda

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The CUDA backend: a frame's patches padded to one shape, cut into chunks that fit the
+// worker's device-memory budget, each chunk solved with batched kernels and library calls
+// on one stream. Patches whose solve fails are retried once with regularize 1e-4, then
+// zeroed; a failure is data (PatchResult::status), never an exception.
+
+#include <algorithm>
+#include <string>
+
+#include "chunk_solver.hpp"
+#include "cuda_check.hpp"
+#include "cuda_resources.hpp"
+#include "device_frame.hpp"
+#include "ex2d/extraction_backend.hpp"
+#include "ex2d/logging.hpp"
+#include "ex2d/patch_batching.hpp"
+
+namespace ex2d {
+
+namespace {
+
+// cuBLAS and cuSOLVER keep their own workspaces beside our buffers.
+constexpr std::size_t kLibraryReserveBytes = std::size_t(64) << 20;
+
+std::string failure_reason(int flags)
+{
+    std::string reason;
+    auto add = [&](const char* what) { reason += (reason.empty() ? "" : ", ") + std::string(what); };
+    if (flags & cuda::kFlagFactor) add("iCov is not positive definite");
+    if (flags & cuda::kFlagEigen) add("covariance block eigen-decomposition failed or has no positive eigenvalue");
+    if (flags & cuda::kFlagNonFinite) add("non-finite flux, ivar, resolution or deconvolved flux");
+    return reason;
+}
+
+void size_result(const PatchGeometry& p, int ndiag, PatchResult& r)
+{
+    const std::size_t n = std::size_t(p.ncore_fiber()) * p.ncore_wave;
+    r.flux.assign(n, 0.0);
+    r.ivar.assign(n, 0.0);
+    r.xflux.assign(n, 0.0);
+    r.chi2pix.assign(n, 0.0);
+    r.pixmask_fraction.assign(n, 0.0);
+    r.resolution.assign(n * ndiag, 0.0);
+}
+
+// Copies entry i of the last solve into `r`; with `zeroed`, keeps only pixmask_fraction (a
+// failed patch's outputs are zero, its masked fraction still describes the pixels).
+void copy_result(const cuda::HostOutputs& out, const PaddedLayout& layout, std::size_t i,
+                 const PatchGeometry& p, bool zeroed, PatchResult& r)
+{
+    const int ndiag = layout.ndiag(), ncw = layout.ncore_wave, ncore = layout.ncore_fiber;
+    size_result(p, ndiag, r);
+    for (int cf = 0; cf < ncore; ++cf) {
+        for (int jj = 0; jj < p.ncore_wave; ++jj) {
+            const std::size_t src = (i * ncore + cf) * ncw + jj;
+            const std::size_t dst = std::size_t(cf) * p.ncore_wave + jj;
+            r.pixmask_fraction[dst] = out.pixmask[src];
+            if (zeroed) continue;
+            r.flux[dst] = out.flux[src];
+            r.ivar[dst] = out.ivar[src];
+            r.xflux[dst] = out.xflux[src];
+            r.chi2pix[dst] = out.chi2pix[src];
+            for (int d = 0; d < ndiag; ++d) {
+                r.resolution[(std::size_t(cf) * ndiag + d) * p.ncore_wave + jj] =
+                    out.resolution[((i * ncore + cf) * ndiag + d) * ncw + jj];
+            }
+        }
+    }
+}
+
+class CudaBackend final : public ExtractionBackend {
+public:
+    explicit CudaBackend(const CudaBackendOptions& options)
+        : options_(options), res_(options.device), frame_(res_, ledger_), solver_(res_, ledger_)
+    {
+        logger()->info("cuda backend on device {} ({}), memory budget {} MiB", options_.device,
+                       res_.device_name(), options_.memory_budget_bytes >> 20);
+    }
+
+    std::string name() const override { return "cuda"; }
+
+    void extract(const PatchBatch& batch, std::vector<PatchResult>& results, StageTimes& times,
+                 const ProgressCallback& progress) override
+    {
+        if (!batch.psf || !batch.padded_wave || !batch.image.pixels || !batch.image.weights) {
+            throw Error("cuda backend: incomplete PatchBatch");
+        }
+        res_.activate();
+        results.assign(batch.patches.size(), PatchResult{});
+        if (batch.patches.empty()) return;
+        const PaddedLayout layout =
+            padded_layout(batch.patches, batch.psf->stamp_ny(), batch.psf->stamp_nx());
+        const cuda::DeviceLayout device_layout{layout.nslot, layout.nwave, layout.ncore_fiber,
+                                               layout.core_wave_offset, layout.ncore_wave,
+                                               layout.ndiag()};
+        frame_.upload(batch.image, *batch.psf, *batch.padded_wave);
+        if (eigen_layout_nwave_ != layout.nwave || eigen_layout_ncore_ != layout.ncore_fiber) {
+            eigen_bytes_per_patch_ = solver_.eigen_workspace_per_patch(device_layout);
+            eigen_layout_nwave_ = layout.nwave;
+            eigen_layout_ncore_ = layout.ncore_fiber;
+        }
+        const std::size_t fixed = cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf,
+                                                                  batch.padded_wave->size()) +
+                                  kLibraryReserveBytes;
+        const ChunkPlan plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes,
+                                           fixed, eigen_bytes_per_patch_);
+        solver_.reserve(device_layout, plan);
+        logger()->debug("cuda plan: {} patches in {} chunks of up to {}, {} MiB of {} MiB budget",
+                        batch.patches.size(), plan.chunks.size(), plan.max_patches,
+                        plan.estimated_bytes >> 20, options_.memory_budget_bytes >> 20);
+
+        long done = 0;
+        const long total = long(batch.patches.size());
+        for (const PatchChunk& chunk : plan.chunks) {
+            solver_.evaluate_spots(frame_.psf(), frame_.padded_wave(), chunk, times);
+            solve_chunk(batch, layout, chunk, results, times);
+            done += long(chunk.npatch());
+            if (progress) progress(done, total);
+        }
+    }
+
+    DeviceReport device_report() const override
+    {
+        DeviceReport report;
+        report.device_name = res_.device_name();
+        report.held_bytes = ledger_.held;
+        report.peak_held_bytes = ledger_.peak;
+        report.budget_bytes = options_.memory_budget_bytes;
+        res_.activate();
+        EX2D_CUDA_CHECK(cudaMemGetInfo(&report.device_free_bytes, &report.device_total_bytes));
+        return report;
+    }
+
+private:
+    void solve_chunk(const PatchBatch& batch, const PaddedLayout& layout, const PatchChunk& chunk,
+                     std::vector<PatchResult>& results, StageTimes& times)
+    {
+        std::vector<const PatchGeometry*> patches;
+        for (std::size_t i = chunk.first; i < chunk.last; ++i) patches.push_back(&batch.patches[i]);
+        const std::vector<int> flags = solver_.solve(patches, frame_.image(), batch.regularize,
+                                                     batch.psferr, times);
+        const cuda::HostOutputs out = solver_.host_outputs();
+        std::vector<const PatchGeometry*> retry;
+        std::vector<std::size_t> retry_index;
+        for (std::size_t k = 0; k < patches.size(); ++k) {
+            PatchResult& r = results[chunk.first + k];
+            copy_result(out, layout, k, *patches[k], false, r);
+            if (flags[k] == 0) continue;
+            r.status = PatchStatus::retried;
+            r.failure = failure_reason(flags[k]);
+            retry.push_back(patches[k]);
+            retry_index.push_back(chunk.first + k);
+        }
+        if (retry.empty()) return;
+        const std::vector<int> retry_flags = solver_.solve(
+            retry, frame_.image(), SolverConstants::retry_regularize, batch.psferr, times);
+        const cuda::HostOutputs retry_out = solver_.host_outputs();
+        for (std::size_t k = 0; k < retry.size(); ++k) {
+            PatchResult& r = results[retry_index[k]];
+            const bool failed = retry_flags[k] != 0;
+            copy_result(retry_out, layout, k, *retry[k], failed, r);
+            if (failed) {
+                r.status = PatchStatus::failed;
+                r.failure += "; retry: " + failure_reason(retry_flags[k]);
+            }
+        }
+    }
+
+    CudaBackendOptions options_;
+    cuda::MemoryLedger ledger_;
+    cuda::CudaResources res_;
+    cuda::DeviceFrame frame_;
+    cuda::ChunkSolver solver_;
+    int eigen_layout_nwave_ = -1;
+    int eigen_layout_ncore_ = -1;
+    std::size_t eigen_bytes_per_patch_ = 0;
+};
+
+}  // namespace
+
+int cuda_device_count()
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // no driver or no device: not an error for the caller, just none
+        return 0;
+    }
+    return count;
+}
+
+std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options)
+{
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw DeviceUnavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(status));
+    }
+    if (options.device < 0 || options.device >= count) {
+        throw DeviceUnavailable("CUDA device " + std::to_string(options.device) + " requested but " +
+                                std::to_string(count) + " found");
+    }
+    return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace ex2d

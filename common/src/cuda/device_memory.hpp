@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// Owned device and pinned host arrays. Buffers only grow, and only when a frame needs more
+// than any frame before it, so a worker's device memory is fixed after its first frame of a
+// given shape (no growth over a night). Every byte held is counted in a MemoryLedger for
+// the reports that operators use to place several workers on one GPU.
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace ex2d::cuda {
+
+struct MemoryLedger {
+    std::size_t held = 0;
+    std::size_t peak = 0;
+    void add(std::size_t bytes);
+    void remove(std::size_t bytes) { held -= bytes; }
+};
+
+/// cudaMalloc with a message naming the buffer, its size and the ledger on failure.
+void* allocate_device(std::size_t bytes, const char* what, const MemoryLedger& ledger);
+/// cudaFree; failures are logged (destructors must not throw).
+void free_device(void* ptr);
+void* allocate_pinned(std::size_t bytes, const char* what);
+void free_pinned(void* ptr);
+
+template <class T>
+class DeviceArray {
+public:
+    explicit DeviceArray(const char* what) : what_(what) {}
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    ~DeviceArray() { release(); }
+
+    /// Makes room for `count` elements; contents are not kept when it grows.
+    void reserve(std::size_t count, MemoryLedger& ledger)
+    {
+        if (count <= capacity_) return;
+        release();
+        data_ = static_cast<T*>(allocate_device(count * sizeof(T), what_, ledger));
+        capacity_ = count;
+        ledger_ = &ledger;
+        ledger.add(count * sizeof(T));
+    }
+    void release()
+    {
+        if (!data_) return;
+        free_device(data_);
+        ledger_->remove(capacity_ * sizeof(T));
+        data_ = nullptr;
+        capacity_ = 0;
+    }
+    T* data() const { return data_; }
+    std::size_t capacity() const { return capacity_; }
+
+private:
+    const char* what_;
+    T* data_ = nullptr;
+    std::size_t capacity_ = 0;
+    MemoryLedger* ledger_ = nullptr;
+};
+
+/// Page-locked host memory, so transfers run at full bus speed and asynchronously.
+template <class T>
+class PinnedArray {
+public:
+    explicit PinnedArray(const char* what) : what_(what) {}
+    PinnedArray(const PinnedArray&) = delete;
+    PinnedArray& operator=(const PinnedArray&) = delete;
+    ~PinnedArray() { free_pinned(data_); }
+
+    void reserve(std::size_t count)
+    {
+        if (count <= capacity_) return;
+        free_pinned(data_);
+        data_ = nullptr;
+        data_ = static_cast<T*>(allocate_pinned(count * sizeof(T), what_));
+        capacity_ = count;
+    }
+    T* data() const { return data_; }
+    T& operator[](std::size_t i) const { return data_[i]; }
+    std::size_t capacity() const { return capacity_; }
+
+private:
+    const char* what_;
+    T* data_ = nullptr;
+    std::size_t capacity_ = 0;
+};
+
+}  // namespace ex2d::cuda
