@@ -15,6 +15,25 @@ void exit_on_error(const Status& status, int code)
     if (!status.is_ok()) throw CommandExit(code, status.to_string());
 }
 
+void add_backend_options(CLI::App& cmd, BackendChoice& choice)
+{
+    cmd.add_option("--backend", choice.name, "cpu or cuda")->capture_default_str();
+    cmd.add_option("--threads", choice.threads, "CPU worker threads (default: all cores)");
+    cmd.add_option("--device", choice.device, "CUDA device index")->capture_default_str();
+    cmd.add_option("--gpu-memory", choice.gpu_memory_gib,
+                   "Device memory budget of this worker in GiB (CUDA); batches are sized to fit")
+        ->capture_default_str();
+}
+
+std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& choice)
+{
+    if (!(choice.gpu_memory_gib > 0)) throw CommandExit(2, "--gpu-memory must be positive");
+    CudaBackendOptions cuda;
+    cuda.device = choice.device;
+    cuda.memory_budget_bytes = std::size_t(choice.gpu_memory_gib * double(1 << 30));
+    return value_or_exit(make_backend(choice.name, choice.threads, cuda));
+}
+
 void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw)
 {
     if (text.empty()) return;

@@ -30,6 +30,18 @@ void parse_wavelength_option(const std::string& text, double& wmin, double& wmax
 /// Registers desi_extract_spectra's extraction options on `cmd`.
 void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength);
 
+/// Which backend to run and its settings, from --backend, --threads, --device, --gpu-memory.
+struct BackendChoice {
+    std::string name = "cpu";
+    int threads = 0;
+    int device = 0;
+    double gpu_memory_gib = double(CudaBackendOptions{}.memory_budget_bytes) / (1 << 30);
+};
+void add_backend_options(CLI::App& cmd, BackendChoice& choice);
+/// The chosen backend; exits with a one-line message where it cannot be had (not built,
+/// no device).
+std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& choice);
+
 /// Progress of an extraction: a ProgressBar created once the backend reports the total.
 class ExtractionProgress {
 public:

@@ -24,17 +24,37 @@ namespace {
 // about 55 core-seconds per 25-fibre r bundle, 1100 per r frame (issue 2's anchor).
 constexpr double kAnchorCoreSecondsPerRFrame = 1100.0;
 
+// gpu_specter on one A100: about 25 GPU-seconds per frame (575 frames per node-hour on 4
+// A100s, Margala et al. 2021), the CUDA issue's anchor.
+constexpr double kAnchorGpuSecondsPerFrame = 3600.0 * 4 / 575.0;
+
 struct BenchArgs {
-    std::string psf, camera = "r0", backend = "cpu", wavelength;
-    int threads = 0;
+    std::string psf, camera = "r0", wavelength;
+    BackendChoice backend;
     int nspec = 500;
+    int warmup = -1;  // < 0: 1 on a device (first-call and allocation costs), 0 on the CPU
     int repeat = 1;
     unsigned long seed = 42;
 };
 
+double mib(std::size_t bytes) { return double(bytes) / double(1 << 20); }
+
+void print_device(const DeviceReport& first, const DeviceReport& last, int repeat)
+{
+    std::printf("  device                 %s\n", last.device_name.c_str());
+    std::printf("  device memory          %.0f MiB held, peak %.0f MiB, budget %.0f MiB; device "
+                "has %.0f of %.0f MiB free\n", mib(last.held_bytes), mib(last.peak_held_bytes),
+                mib(last.budget_bytes), mib(last.device_free_bytes), mib(last.device_total_bytes));
+    std::printf("  memory growth          %+.1f MiB held over %d timed frames (after the first: "
+                "%.0f MiB)\n", mib(last.held_bytes) - mib(first.held_bytes), repeat,
+                mib(first.held_bytes));
+}
+
 void run_bench(BenchArgs& args)
 {
     using Clock = std::chrono::steady_clock;
+    // The backend first, so a missing device is reported before minutes of simulation.
+    auto backend = make_backend_or_exit(args.backend);
     const Arm arm = value_or_exit(parse_arm(args.camera));
     const ArmDefaults defaults = arm_defaults(arm);
     const GaussHermitePsf psf =
@@ -58,20 +78,32 @@ void run_bench(BenchArgs& args)
     const std::vector<double> weights = simulated.preproc.weights();
     const ImageView view{simulated.preproc.ny, simulated.preproc.nx,
                          simulated.preproc.image.data(), weights.data()};
-    auto backend = value_or_exit(make_backend(args.backend, args.threads));
+    const bool on_device = !backend->device_report().device_name.empty();
+    const int warmup = args.warmup >= 0 ? args.warmup : (on_device ? 1 : 0);
 
     const double rss_before_extraction = current_rss_mib();
     ExtractedFrame frame;
-    double wall = 0, cpu = 0;
+    for (int r = 0; r < warmup; ++r) {
+        frame = value_or_exit(extract_frame(view, psf, opt, *backend));
+    }
+    double wall_sum = 0, wall_min = 1e300, cpu = 0;
+    StageTimes stage_sum;
+    DeviceReport first_report;
     for (int r = 0; r < args.repeat; ++r) {
         const auto t0 = Clock::now();
         const double c0 = process_cpu_seconds();
         ExtractionProgress progress("bench");
         frame = value_or_exit(extract_frame(view, psf, opt, *backend, progress.callback()));
         progress.finish();
-        wall = std::chrono::duration<double>(Clock::now() - t0).count();
-        cpu = process_cpu_seconds() - c0;
+        const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+        wall_sum += wall;
+        wall_min = std::min(wall_min, wall);
+        cpu += process_cpu_seconds() - c0;
+        stage_sum += frame.stage_times;
+        if (r == 0) first_report = backend->device_report();
     }
+    const double wall = wall_sum / args.repeat;
+    cpu /= args.repeat;
 
     // Accuracy of the same frame, through the file writer and reader as a user would see it.
     const std::string tmp = (std::filesystem::temp_directory_path() /
@@ -87,26 +119,40 @@ void run_bench(BenchArgs& args)
     std::filesystem::remove(tmp);
     const PullStatistics pulls = value_or_exit(pull_statistics(written, simulated.truth));
 
-    const StageTimes& st = frame.stage_times;
+    const StageTimes st{stage_sum.psf / args.repeat, stage_sum.build / args.repeat,
+                        stage_sum.solve / args.repeat, stage_sum.decorrelate / args.repeat,
+                        stage_sum.chi2 / args.repeat};
     const double frame_scale = 500.0 / args.nspec;
     std::printf("ex2d bench: backend=%s threads=%d camera=%s psf=%s\n", backend->name().c_str(),
-                args.threads, args.camera.c_str(), psf.source.c_str());
+                args.backend.threads, args.camera.c_str(), psf.source.c_str());
     std::printf("  frame                  %d fibres x %d bins, %ld patches\n", frame.nspec,
                 frame.nwave, frame.npatch);
-    std::printf("  wall seconds           %.2f\n", wall);
-    std::printf("  core-seconds           %.1f (process CPU time)\n", cpu);
-    std::printf("  core-seconds per frame %.1f (scaled to 500 fibres)\n", cpu * frame_scale);
-    std::printf("  patches per second     %.0f wall, %.1f per core\n", frame.npatch / wall,
-                frame.npatch / cpu);
-    std::printf("  peak memory            %.0f MiB resident; %.0f MiB before extraction (simulated "
-                "frame and PSF), so extraction adds at most %.0f MiB\n", peak_rss_mib(),
-                rss_before_extraction, peak_rss_mib() - rss_before_extraction);
-    std::printf("  stage core-seconds     psf %.1f, build %.1f, solve %.1f, decorrelate %.1f, "
-                "chi2 %.1f\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+    std::printf("  timed frames           %d after %d warm-up\n", args.repeat, warmup);
+    std::printf("  wall seconds per frame %.3f mean, %.3f best (extraction alone, scaled to 500 "
+                "fibres: %.3f)\n", wall, wall_min, wall * frame_scale);
+    std::printf("  core-seconds           %.1f per frame (process CPU time)\n", cpu);
+    std::printf("  patches per second     %.0f wall\n", frame.npatch / wall);
+    if (on_device) {
+        print_device(first_report, backend->device_report(), args.repeat);
+        std::printf("  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
+                    "chi2 %.3f (sum %.3f)\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2,
+                    st.total());
+        std::printf("  frames per GPU-hour    %.0f (one worker)\n", 3600.0 / (wall * frame_scale));
+        std::printf("  vs DESI GPU anchor     %.0fx faster than ~%.0f A100-seconds per frame\n",
+                    kAnchorGpuSecondsPerFrame / (wall * frame_scale), kAnchorGpuSecondsPerFrame);
+    } else {
+        std::printf("  core-seconds per frame %.1f (scaled to 500 fibres), %.1f patches/s per core\n",
+                    cpu * frame_scale, frame.npatch / cpu);
+        std::printf("  peak memory            %.0f MiB resident; %.0f MiB before extraction "
+                    "(simulated frame and PSF), so extraction adds at most %.0f MiB\n",
+                    peak_rss_mib(), rss_before_extraction, peak_rss_mib() - rss_before_extraction);
+        std::printf("  stage core-seconds     psf %.1f, build %.1f, solve %.1f, decorrelate %.1f, "
+                    "chi2 %.1f\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+        std::printf("  frames per node-hour   %.0f on this machine\n", 3600.0 / (wall * frame_scale));
+        std::printf("  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame\n",
+                    kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame);
+    }
     std::printf("  frame write seconds    %.2f\n", write_seconds);
-    std::printf("  frames per node-hour   %.0f on this machine\n", 3600.0 / (wall * frame_scale));
-    std::printf("  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame\n",
-                kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame);
     std::printf("  patches retried/failed %ld / %ld\n", frame.npatch_retried, frame.npatch_failed);
     std::printf("  pulls                  mean %+.4f, std %.4f, |pull|>5 fraction %.1e over %ld bins\n",
                 pulls.mean, pulls.stddev, pulls.frac_beyond_5, pulls.n);
@@ -126,10 +172,11 @@ void add_bench_command(CLI::App& app)
         ->capture_default_str();
     cmd->add_option("-w,--wavelength", args->wavelength, "Grid 'wmin,wmax,dw' (default: desi_proc's)");
     cmd->add_option("-n,--nspec", args->nspec, "Fibres to simulate and extract")->capture_default_str();
-    cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
-    cmd->add_option("--backend", args->backend, "cpu or cuda")->capture_default_str();
-    cmd->add_option("--repeat", args->repeat, "Extractions; the last is reported (warm-up)")
-        ->capture_default_str();
+    add_backend_options(*cmd, args->backend);
+    cmd->add_option("--warmup", args->warmup,
+                    "Untimed extractions first (default: 1 on a GPU, 0 on the CPU)");
+    cmd->add_option("--repeat", args->repeat, "Timed extractions; means are reported")
+        ->check(CLI::PositiveNumber)->capture_default_str();
     cmd->add_option("--seed", args->seed, "Simulation seed")->capture_default_str();
     cmd->callback([args] { run_bench(*args); });
 }

@@ -15,8 +15,8 @@ namespace ex2d::tool {
 namespace {
 
 struct ExtractArgs {
-    std::string input, psf, output, model, wavelength, backend = "cpu";
-    int threads = 0;
+    std::string input, psf, output, model, wavelength;
+    BackendChoice backend;
     ExtractionOptions opt;
 };
 
@@ -48,7 +48,7 @@ void run_extract(ExtractArgs& args)
     }
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
 
-    auto backend = value_or_exit(make_backend(args.backend, args.threads));
+    auto backend = make_backend_or_exit(args.backend);
     const std::vector<double> weights = img.weights();
     const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
     logger()->info("extract start {} input={} psf={} backend={} specmin={} nspec={}", ids,
@@ -77,7 +77,7 @@ void run_extract(ExtractArgs& args)
     const StageTimes& st = frame.stage_times;
     logger()->info(
         "extract done {} output={} patches={} retried={} failed={} read_s={:.2f} extract_s={:.2f} "
-        "extract_cpu_s={:.1f} write_s={:.2f} stage_core_s: psf={:.1f} build={:.1f} solve={:.1f} "
+        "extract_cpu_s={:.1f} write_s={:.2f} stage_s: psf={:.1f} build={:.1f} solve={:.1f} "
         "decorrelate={:.1f} chi2={:.1f}",
         ids, args.output, frame.npatch, frame.npatch_retried, frame.npatch_failed, t_read,
         extract_seconds, extract_cpu, write_seconds, st.psf, st.build, st.solve, st.decorrelate,
@@ -99,8 +99,7 @@ void add_extract_command(CLI::App& app)
         ->required();
     cmd->add_option("-m,--model", args->model, "Also write the 2-D model image A . xflux here");
     add_extraction_options(*cmd, args->opt, args->wavelength);
-    cmd->add_option("--threads", args->threads, "Worker threads (default: all cores)");
-    cmd->add_option("--backend", args->backend, "cpu or cuda")->capture_default_str();
+    add_backend_options(*cmd, args->backend);
     cmd->callback([args] { run_extract(*args); });
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include "ex2d/extraction_backend.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
@@ -131,6 +132,19 @@ TEST_F(Cli, ExtractWritesAFrameAndAModel)
     EXPECT_EQ(frame.value().nwave, 801);
     EXPECT_EQ(frame.value().fiber.front(), 25);
     EXPECT_TRUE(fs::exists(model));
+}
+
+TEST_F(Cli, CudaBackendWithoutADeviceFailsCleanly)
+{
+    if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+    const std::string out = dir_->file("frame-cuda.fits");
+    const RunResult r = run_tool(extract_args(preproc_path_, psf_path_, out) + " --backend cuda");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const std::string line = last_line(r.output);
+    EXPECT_TRUE(line.find("not compiled") != std::string::npos ||
+                line.find("device unavailable") != std::string::npos) << line;
+    EXPECT_NE(line.find("CUDA"), std::string::npos) << line;
+    EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(Cli, MissingInputFile)
