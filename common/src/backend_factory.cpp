@@ -7,6 +7,10 @@ Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name,
                                                         const CudaBackendOptions& cuda)
 {
     if (name == "cpu") return make_cpu_backend(nthreads);
+    if (name == "auto") {
+        return cuda_device_count() > 0 ? make_backend("cuda", nthreads, cuda)
+                                       : make_backend("cpu", nthreads, cuda);
+    }
     if (name == "cuda") {
         try {
             return make_cuda_backend(cuda);
@@ -16,7 +20,7 @@ Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name,
             return Status(StatusCode::device_unavailable, e.what());
         }
     }
-    return Status::invalid("unknown backend '" + name + "' (expected cpu or cuda)");
+    return Status::invalid("unknown backend '" + name + "' (expected cpu, cuda or auto)");
 }
 
 }  // namespace ex2d

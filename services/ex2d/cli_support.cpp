@@ -17,7 +17,7 @@ void exit_on_error(const Status& status, int code)
 
 void add_backend_options(CLI::App& cmd, BackendChoice& choice)
 {
-    cmd.add_option("--backend", choice.name, "cpu or cuda")->capture_default_str();
+    cmd.add_option("--backend", choice.name, "cpu, cuda, or auto (cuda where a GPU is found)")->capture_default_str();
     cmd.add_option("--threads", choice.threads, "CPU worker threads (default: all cores)");
     cmd.add_option("--device", choice.device, "CUDA device index")->capture_default_str();
     cmd.add_option("--gpu-memory", choice.gpu_memory_gib,

@@ -43,6 +43,13 @@ TEST(BackendFactory, DeviceIndexBeyondTheDevicesIsUnavailable)
     EXPECT_TRUE(code == StatusCode::not_compiled || code == StatusCode::device_unavailable);
 }
 
+TEST(BackendFactory, AutoTakesTheGpuWhereThereIsOne)
+{
+    auto backend = make_backend("auto", 1);
+    ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+    EXPECT_EQ(backend.value()->name(), cuda_device_count() > 0 ? "cuda" : "cpu");
+}
+
 TEST(BackendFactory, UnknownNameIsInvalid)
 {
     auto backend = make_backend("gpu", 1);

@@ -76,8 +76,9 @@ std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options = {});
 /// Usable CUDA devices: 0 in builds without CUDA, without a driver or without a GPU.
 int cuda_device_count();
-/// "cpu" or "cuda"; an unknown name is an invalid_argument status, a CUDA backend that is
-/// not built or has no device a not_compiled or device_unavailable status.
+/// "cpu", "cuda" or "auto" (cuda where a device is found, else cpu); an unknown name is an
+/// invalid_argument status, a CUDA backend that is not built or has no device a not_compiled
+/// or device_unavailable status.
 Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads,
                                                         const CudaBackendOptions& cuda = {});
 

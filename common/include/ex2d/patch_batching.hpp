@@ -68,11 +68,15 @@ std::size_t bytes_per_spot(const PaddedLayout& layout);
 /// Device bytes of one window pixel: model chi2 and its weight.
 constexpr std::size_t kBytesPerWindowPixel = 2 * sizeof(double);
 
+/// Most patches in one chunk: batched library calls count their batch in int, and the
+/// batched eigen-solver needs nwave^2 x blocks below 2^31.
+constexpr std::size_t kMaxPatchesPerChunk = 32768;
+
 /// Cuts `patches` (in plan_patches order) into chunks that fit `budget_bytes` after
 /// `fixed_bytes` (image, PSF tables, solver handles) are taken, where each patch also costs
 /// `extra_bytes_per_patch` (e.g. eigen-solver workspace). Whole bundles stay together when
 /// they fit, so a bundle's spots are evaluated once; a bundle too large for the budget is
-/// split. Throws ex2d::Error if not even one patch fits.
+/// split. No chunk exceeds kMaxPatchesPerChunk. Throws ex2d::Error if not even one patch fits.
 ChunkPlan plan_chunks(const std::vector<PatchGeometry>& patches, const PaddedLayout& layout,
                       std::size_t budget_bytes, std::size_t fixed_bytes,
                       std::size_t extra_bytes_per_patch);

@@ -120,7 +120,8 @@ ChunkPlan plan_chunks(const std::vector<PatchGeometry>& patches, const PaddedLay
     auto fits_with = [&](std::size_t first, std::size_t last) {
         ChunkAccumulator trial = current;
         for (std::size_t i = first; i < last; ++i) trial.add(patches[i], i);
-        return sizes.with(trial.chunk).bytes(layout, per_patch) <= available;
+        return trial.chunk.npatch() <= kMaxPatchesPerChunk &&
+               sizes.with(trial.chunk).bytes(layout, per_patch) <= available;
     };
     std::size_t i = 0;
     while (i < patches.size()) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // iCov and y from spots and pixels (B&S eq. 4 with W diagonal), never through a dense
 // projection matrix: each unknown's weighted spot is dotted only with the spots that overlap
-// it inside the patch's pixel window. Same sums in the same order as the CPU solver.
+// it inside the patch's pixel window. Same products, summed in the same order, as the CPU
+// solver.
 
 #include "cuda_check.hpp"
 #include "device_helpers.cuh"
@@ -43,14 +44,14 @@ __global__ void gather_kernel(DeviceLayout layout, DeviceImage image, SpotBox bo
     chunk.pixmask[k] = fw > 0 ? fmax(0.0, 1.0 - on_data) : 1.0;
 }
 
-// One block per (unknown u, patch): u's weighted stamp in shared memory, dotted with every
-// v <= u whose spot overlaps it. Writes both triangles (the upper one is what a retry
-// would need, and cuBLAS reads full columns).
+// One block per (patch, unknown u): u's weighted stamp in shared memory, dotted with every
+// v >= u whose spot overlaps it, as (w A_u) . A_v like the CPU's couple_spots. Writes both
+// triangles, so the C blocks' GEMM and any reader see a full symmetric matrix.
 __global__ void icov_kernel(DeviceLayout layout, DeviceImage image, SpotBox box, ChunkBuffers chunk)
 {
     extern __shared__ double weighted[];
     const int n = layout.nunknown();
-    const int u = blockIdx.x, p = blockIdx.y;
+    const int p = blockIdx.x, u = blockIdx.y;
     const int wu = u / layout.nslot, slot_u = u % layout.nslot;
     const DevicePatch patch = chunk.patches[p];
     if (slot_u >= patch.nfiber) return;
@@ -64,7 +65,7 @@ __global__ void icov_kernel(DeviceLayout layout, DeviceImage image, SpotBox box,
     }
     __syncthreads();
     double* icov = chunk.icov + (long long)p * n * n;
-    for (int v = threadIdx.x; v <= u; v += blockDim.x) {
+    for (int v = u + threadIdx.x; v < n; v += blockDim.x) {
         const int slot_v = v % layout.nslot;
         if (slot_v >= patch.nfiber) continue;
         const SpotRect rv = spot_rect(box, patch, slot_v, v / layout.nslot);
@@ -145,8 +146,9 @@ void launch_gather(const DeviceLayout& layout, const DeviceImage& image, const S
 void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const SpotBox& box,
                  const ChunkBuffers& chunk, cudaStream_t stream)
 {
-    const dim3 grid(unsigned(layout.nunknown()), unsigned(chunk.npatch));
+    const dim3 grid(unsigned(chunk.npatch), unsigned(layout.nunknown()));
     const size_t shared_bytes = size_t(box.ny) * box.nx * sizeof(double);
+    allow_dynamic_shared(icov_kernel, shared_bytes, "iCov");
     icov_kernel<<<grid, kThreads, shared_bytes, stream>>>(layout, image, box, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }

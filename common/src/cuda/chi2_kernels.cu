@@ -4,8 +4,6 @@
 // spot-weighted mean per kept bin. Gathers rather than scatters, so every pixel sums its
 // spots in the CPU's order and repeated runs are bit-identical.
 
-#include <string>
-
 #include "cuda_check.hpp"
 #include "device_helpers.cuh"
 #include "ex2d/status.hpp"
@@ -30,10 +28,10 @@ __global__ void window_chi2_kernel(DeviceLayout layout, DeviceImage image, SpotB
     const int n = layout.nunknown();
     CachedRect* rects = reinterpret_cast<CachedRect*>(shared_bytes);
     unsigned char* reaches = shared_bytes + sizeof(CachedRect) * n;
-    const int p = blockIdx.y;
+    const int p = blockIdx.x;
     const DevicePatch patch = chunk.patches[p];
     const int rows = patch.row_end - patch.row_begin, cols = patch.col_end - patch.col_begin;
-    const int tile0 = blockIdx.x * kTileRows;
+    const int tile0 = blockIdx.y * kTileRows;
     if (tile0 >= rows) return;
     const int tile1 = min(rows, tile0 + kTileRows);
     for (int u = threadIdx.x; u < n; u += blockDim.x) {
@@ -112,12 +110,9 @@ void launch_window_chi2(const DeviceLayout& layout, const DeviceImage& image, co
                         cudaStream_t stream)
 {
     const size_t shared = size_t(layout.nunknown()) * (sizeof(CachedRect) + 1);
-    if (shared > 48 * 1024) {
-        throw Error("CUDA backend: " + std::to_string(layout.nunknown()) +
-                    " unknowns per patch exceed the chi2 kernel's shared memory");
-    }
+    allow_dynamic_shared(window_chi2_kernel, shared, "window chi2");
     if (max_window_rows <= 0 || chunk.npatch == 0) return;
-    const dim3 grid(unsigned((max_window_rows + kTileRows - 1) / kTileRows), unsigned(chunk.npatch));
+    const dim3 grid(unsigned(chunk.npatch), unsigned((max_window_rows + kTileRows - 1) / kTileRows));
     window_chi2_kernel<<<grid, kThreads, shared, stream>>>(layout, image, box, chunk, psferr);
     EX2D_CUDA_CHECK_LAUNCH();
 }

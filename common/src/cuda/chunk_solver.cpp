@@ -39,8 +39,9 @@ ChunkSolver::ChunkSolver(const CudaResources& resources, MemoryLedger& ledger)
 {
 }
 
-std::size_t ChunkSolver::eigen_workspace_per_patch(const DeviceLayout& layout)
+EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
 {
+    batched_eigen_ = true;
     const int nw = layout.nwave;
     DeviceArray<double> probe("eigen-solver probe");
     probe.reserve(std::size_t(nw) * nw + nw, ledger_);
@@ -61,11 +62,14 @@ std::size_t ChunkSolver::eigen_workspace_per_patch(const DeviceLayout& layout)
                                                         &eigen_lwork_));
             logger()->warn("cusolverDnXsyevBatched does not take {} x {} blocks ({}); using one "
                            "syevd per block", nw, nw, cusolver_status_name(status));
-            return 0;
+            return {std::size_t(eigen_lwork_) * sizeof(double), 0};
         }
         EX2D_CUDA_CHECK(status);
     }
-    return (device_bytes[1] + 127) / 128;
+    // Linear in the batch from two probes: a fixed part and a part per patch.
+    const std::size_t per_patch = device_bytes[1] > device_bytes[0] ? (device_bytes[1] - device_bytes[0] + 63) / 64 : 0;
+    const std::size_t fixed = device_bytes[0] > 64 * per_patch ? device_bytes[0] - 64 * per_patch : 0;
+    return {fixed, per_patch};
 }
 
 void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan)
@@ -256,6 +260,8 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.icov, 0, std::size_t(npatch) * n * n * sizeof(double), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.z, 0, std::size_t(npatch) * n * ncol * sizeof(double), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.flags, 0, npatch * sizeof(int), stream));
+    EX2D_CUDA_CHECK(cudaMemsetAsync(b.factor_info, 0, npatch * sizeof(int), stream));
+    EX2D_CUDA_CHECK(cudaMemsetAsync(b.eig_info, 0, nblock * sizeof(int), stream));
     launch_gather(layout_, image, spots_, b, stream);
     launch_icov(layout_, image, spots_, b, stream);
     launch_regularize(layout_, b, regularize, stream);

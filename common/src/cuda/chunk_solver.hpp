@@ -26,12 +26,19 @@ struct HostOutputs {
     const double* resolution;
 };
 
+/// Device bytes of the eigen-solver's workspace for a chunk: fixed + per_patch x patches.
+struct EigenWorkspace {
+    std::size_t fixed = 0;
+    std::size_t per_patch = 0;
+};
+
 class ChunkSolver {
 public:
     ChunkSolver(const CudaResources& resources, MemoryLedger& ledger);
 
-    /// Device bytes of eigen-solver workspace per patch, for planning chunks.
-    std::size_t eigen_workspace_per_patch(const DeviceLayout& layout);
+    /// The eigen-solver's workspace for blocks of this layout, for planning chunks; also
+    /// chooses the batched solver or the per-block fallback.
+    EigenWorkspace eigen_workspace(const DeviceLayout& layout);
     /// Sizes every buffer for chunks up to the plan's maxima (grows only).
     void reserve(const DeviceLayout& layout, const ChunkPlan& plan);
 

@@ -95,15 +95,15 @@ public:
                                                layout.ndiag()};
         frame_.upload(batch.image, *batch.psf, *batch.padded_wave);
         if (eigen_layout_nwave_ != layout.nwave || eigen_layout_ncore_ != layout.ncore_fiber) {
-            eigen_bytes_per_patch_ = solver_.eigen_workspace_per_patch(device_layout);
+            eigen_workspace_ = solver_.eigen_workspace(device_layout);
             eigen_layout_nwave_ = layout.nwave;
             eigen_layout_ncore_ = layout.ncore_fiber;
         }
         const std::size_t fixed = cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf,
                                                                   batch.padded_wave->size()) +
-                                  kLibraryReserveBytes;
+                                  kLibraryReserveBytes + eigen_workspace_.fixed;
         const ChunkPlan plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes,
-                                           fixed, eigen_bytes_per_patch_);
+                                           fixed, eigen_workspace_.per_patch);
         solver_.reserve(device_layout, plan);
         logger()->debug("cuda plan: {} patches in {} chunks of up to {}, {} MiB of {} MiB budget",
                         batch.patches.size(), plan.chunks.size(), plan.max_patches,
@@ -173,7 +173,7 @@ private:
     cuda::ChunkSolver solver_;
     int eigen_layout_nwave_ = -1;
     int eigen_layout_ncore_ = -1;
-    std::size_t eigen_bytes_per_patch_ = 0;
+    cuda::EigenWorkspace eigen_workspace_;
 };
 
 }  // namespace

@@ -17,6 +17,8 @@ CudaResources::CudaResources(int device) : device_(device)
     EX2D_CUDA_CHECK(cublasSetStream(blas_, stream_));
     EX2D_CUDA_CHECK(cusolverDnCreate(&solver_));
     EX2D_CUDA_CHECK(cusolverDnSetStream(solver_, stream_));
+    // Bit-identical results for identical inputs, as the CPU backend gives.
+    EX2D_CUDA_CHECK(cusolverDnSetDeterministicMode(solver_, CUSOLVER_DETERMINISTIC_RESULTS));
     EX2D_CUDA_CHECK(cusolverDnCreateParams(&solver_params_));
 }
 

@@ -103,7 +103,7 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
         chunk.out_ivar[out] = usable ? s * s : 0.0;
         chunk.out_xflux[out] = usable ? x[u] : 0.0;
         chunk.out_pixmask[out] = chunk.pixmask[(long long)p * n + u];
-        bad = bad || !isfinite(flux) || !isfinite(s * s);
+        bad = bad || (usable && (!isfinite(flux) || !isfinite(s * s)));
         for (int d = 0; d < layout.ndiag; ++d) {
             const int row = j - nd + d;
             const double r = (row >= 0 && row < nw) ? q[row + (long long)j * nw] / row_sums[row] : 0.0;
@@ -116,7 +116,8 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
             if (u % layout.nslot < patch.nfiber) bad = bad || !isfinite(x[u]);
         }
     }
-    if (bad) atomicOr(chunk.flags + p, kFlagNonFinite);
+    // After a failed factorisation x is garbage; the patch is already flagged for that.
+    if (bad && !(chunk.flags[p] & kFlagFactor)) atomicOr(chunk.flags + p, kFlagNonFinite);
 }
 
 }  // namespace

@@ -4,6 +4,10 @@
 // Small device functions shared by the backend's kernels: where a spot lands in a patch's
 // pixel window (the same clipping as the CPU solver's SpotRect) and block reductions.
 
+#include <string>
+
+#include "cuda_check.hpp"
+#include "ex2d/status.hpp"
 #include "kernels.hpp"
 
 namespace ex2d::cuda {
@@ -28,6 +32,24 @@ __device__ inline SpotRect spot_rect(const SpotBox& box, const DevicePatch& p, i
     r.col1 = min(r.xc + box.nx, p.col_end);
     if (r.row0 >= r.row1 || r.col0 >= r.col1) r.row1 = r.row0;
     return r;
+}
+
+/// Lets `kernel` use `bytes` of dynamic shared memory: above the default 48 KiB the kernel
+/// must opt in, up to the device's limit; beyond it the input is too large for this backend.
+template <class Kernel>
+void allow_dynamic_shared(Kernel kernel, std::size_t bytes, const char* name)
+{
+    constexpr std::size_t kDefaultLimit = 48 * 1024;
+    if (bytes <= kDefaultLimit) return;
+    int device = 0, limit = 0;
+    EX2D_CUDA_CHECK(cudaGetDevice(&device));
+    EX2D_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes > std::size_t(limit)) {
+        throw Error(std::string("CUDA backend: the ") + name + " kernel needs " + std::to_string(bytes) +
+                    " bytes of shared memory for this PSF and patch size; the device allows " +
+                    std::to_string(limit));
+    }
+    EX2D_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 __device__ inline bool is_empty(const SpotRect& r) { return r.row0 >= r.row1; }

@@ -80,7 +80,7 @@ constexpr int kFlagNonFinite = 4;  ///< non-finite xflux, flux, ivar or resoluti
 struct ChunkBuffers {
     int npatch = 0;
     const DevicePatch* patches = nullptr;
-    double* icov = nullptr;        ///< [P][n][n] column-major, factored in place
+    double* icov = nullptr;        ///< [P][n][n] column-major; the Cholesky factor in place
     double* z = nullptr;           ///< [P][ncore * nwave][n] column-major, L^-1 E
     double* cblock = nullptr;      ///< [P * ncore][nwave][nwave]: C_ss, then eigenvectors
     double* qblock = nullptr;      ///< [P * ncore][nwave][nwave]: C_ss^-1/2

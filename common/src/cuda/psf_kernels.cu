@@ -4,8 +4,6 @@
 // integrals of the Gauss-Hermite basis along each axis, their outer product weighted by the
 // GH coefficients, clipped at 0 and normalised to unit sum.
 
-#include <string>
-
 #include "cuda_check.hpp"
 #include "device_helpers.cuh"
 #include "ex2d/status.hpp"
@@ -153,12 +151,7 @@ void launch_spots(const DevicePsf& psf, const double* box_waves, const SpotBox& 
 {
     const SpotShared plan{psf.nrow, box.nx, box.ny, psf.ghdegx, psf.ghdegy};
     const size_t shared_bytes = size_t(plan.total()) * sizeof(double);
-    if (shared_bytes > 48 * 1024) {
-        throw Error("CUDA backend: PSF stamps of " + std::to_string(box.ny) + " x " +
-                    std::to_string(box.nx) + " pixels with Hermite degrees " +
-                    std::to_string(psf.ghdegx) + "/" + std::to_string(psf.ghdegy) +
-                    " exceed the spot kernel's shared memory");
-    }
+    allow_dynamic_shared(spot_kernel, shared_bytes, "spot");
     const long long nspot = (long long)box.nfiber * box.nwave;
     if (nspot == 0) return;
     spot_kernel<<<unsigned(nspot), kSpotThreads, shared_bytes, stream>>>(psf, box_waves, box);
