@@ -229,5 +229,49 @@ TEST(CudaBackend, SmallBudgetSplitsBundlesWithoutChangingResults)
     }
 }
 
+// The model image A . xflux summed on the host from the same xflux, spot by spot.
+std::vector<double> host_model(const GaussHermitePsf& psf, const ExtractedFrame& frame, int ny, int nx)
+{
+    std::vector<double> model(std::size_t(ny) * nx, 0.0);
+    const SpotGrid spots = evaluate_spots(psf, frame.specmin, frame.nspec, frame.wave, 2);
+    for (int f = 0; f < spots.nfiber; ++f) {
+        for (int w = 0; w < spots.nwave; ++w) {
+            const double x = frame.xflux[std::size_t(f) * frame.nwave + w];
+            for (int iy = 0; iy < spots.ny; ++iy) {
+                for (int ix = 0; ix < spots.nx; ++ix) {
+                    const int row = spots.corner_y(f, w) + iy, col = spots.corner_x(f, w) + ix;
+                    if (row < 0 || row >= ny || col < 0 || col >= nx) continue;
+                    model[std::size_t(row) * nx + col] += spots.stamp(f, w)[iy * spots.nx + ix] * x;
+                }
+            }
+        }
+    }
+    return model;
+}
+
+TEST(CudaBackend, ModelImageIsTheSumOfSpotsTimesXflux)
+{
+    EX2D_REQUIRE_CUDA_DEVICE();
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    ExtractionOptions opt = two_bundles(0);
+    opt.want_model = true;
+    const Frame f = simulate(psf, opt, 21);
+    auto gpu = cuda_backend();
+    const ExtractedFrame frame = extract(f, psf, opt, *gpu);
+    ASSERT_EQ(frame.model_ny, f.sim.preproc.ny);
+    ASSERT_EQ(frame.model_nx, f.sim.preproc.nx);
+    const std::vector<double> expected = host_model(psf, frame, frame.model_ny, frame.model_nx);
+    double max_model = 0, max_diff = 0, total = 0;
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+        max_model = std::max(max_model, std::abs(expected[k]));
+        max_diff = std::max(max_diff, std::abs(frame.model[k] - expected[k]));
+        total += frame.model[k];
+    }
+    std::printf("model image: max %.3e, max |device - host| %.3e, total %.6e electrons\n",
+                max_model, max_diff, total);
+    EXPECT_GT(max_model, 100.0);
+    EXPECT_LT(max_diff, 1e-9 * max_model);
+}
+
 }  // namespace
 }  // namespace ex2d

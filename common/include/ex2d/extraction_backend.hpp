@@ -33,6 +33,19 @@ struct PatchBatch {
     std::vector<PatchGeometry> patches;                ///< order is the result order
     double regularize = 0.0;
     double psferr = 0.01;
+    bool want_model = false;  ///< a model_image call will follow (device backends reserve for it)
+};
+
+/// What a backend needs to draw the model image A . xflux of a stitched frame.
+struct ModelRequest {
+    const GaussHermitePsf* psf = nullptr;
+    const std::vector<double>* wave = nullptr;   ///< extraction grid
+    const std::vector<double>* xflux = nullptr;  ///< [nspec][nwave] deconvolved flux per bin
+    int specmin = 0;
+    int nspec = 0;
+    int bundlesize = 25;
+    int ny = 0;  ///< CCD rows and columns of the model
+    int nx = 0;
 };
 
 /// Called from the backend after each finished patch with (patches done, patches total).
@@ -58,6 +71,14 @@ public:
     /// Results are bit-identical whatever the thread count or batch split.
     virtual void extract(const PatchBatch& batch, std::vector<PatchResult>& results,
                          StageTimes& times, const ProgressCallback& progress = {}) = 0;
+    /// Fills `model` ([ny][nx]) with A . xflux, adding per pixel bundle by bundle, fibre by
+    /// fibre, wavelength by wavelength, as the driver's host code does. Returns false where
+    /// the backend leaves the model to that host code.
+    virtual bool model_image(const ModelRequest& /*request*/, std::vector<double>& /*model*/,
+                             StageTimes& /*times*/)
+    {
+        return false;
+    }
     /// Device memory and name; host backends report nothing.
     virtual DeviceReport device_report() const { return {}; }
 };

@@ -143,6 +143,7 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
     batch.patches = plan_patches(psf, opt, grids, image.ny, image.nx);
     batch.regularize = opt.regularize;
     batch.psferr = opt.psferr >= 0 ? opt.psferr : psf.psferr;
+    batch.want_model = opt.want_model;
 
     ExtractedFrame frame;
     frame.specmin = opt.specmin;
@@ -175,7 +176,16 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
         }
         stitch_patch(p, r, opt, frame);
     }
-    if (opt.want_model) build_model_image(psf, opt, grids.wave, image.ny, image.nx, frame);
+    if (opt.want_model) {
+        const ModelRequest request{&psf, &grids.wave, &frame.xflux, opt.specmin, opt.nspec,
+                                   opt.bundlesize, image.ny, image.nx};
+        if (backend.model_image(request, frame.model, frame.stage_times)) {
+            frame.model_ny = image.ny;
+            frame.model_nx = image.nx;
+        } else {
+            build_model_image(psf, opt, grids.wave, image.ny, image.nx, frame);
+        }
+    }
 
     // per Angstrom: flux / dwave, ivar * dwave^2 with dwave = numpy.gradient of the grid
     const std::vector<double> dwave = grid_gradient(frame.wave);

@@ -51,6 +51,9 @@ public:
                            const DeviceImage& image, double regularize, double psferr,
                            StageTimes& times);
     HostOutputs host_outputs() const;
+    /// Spots of the last evaluate_spots, and how many spots the buffers hold.
+    const SpotBox& spots() const { return spots_; }
+    std::size_t spot_capacity() const { return spot_corners_.capacity() / 2; }
 
 private:
     ChunkBuffers buffers(int npatch) const;

@@ -94,14 +94,17 @@ public:
                                                layout.core_wave_offset, layout.ncore_wave,
                                                layout.ndiag()};
         frame_.upload(batch.image, *batch.psf, *batch.padded_wave);
+        uploaded_psf_ = batch.psf;
         if (eigen_layout_nwave_ != layout.nwave || eigen_layout_ncore_ != layout.ncore_fiber) {
             eigen_workspace_ = solver_.eigen_workspace(device_layout);
             eigen_layout_nwave_ = layout.nwave;
             eigen_layout_ncore_ = layout.ncore_fiber;
         }
+        const std::size_t model_bytes =
+            batch.want_model ? model_bytes_needed(batch.image, batch.patches, *batch.padded_wave) : 0;
         const std::size_t fixed = cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf,
                                                                   batch.padded_wave->size()) +
-                                  kLibraryReserveBytes + eigen_workspace_.fixed;
+                                  kLibraryReserveBytes + eigen_workspace_.fixed + model_bytes;
         const ChunkPlan plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes,
                                            fixed, eigen_workspace_.per_patch);
         solver_.reserve(device_layout, plan);
@@ -117,6 +120,57 @@ public:
             done += long(chunk.npatch());
             if (progress) progress(done, total);
         }
+    }
+
+    bool model_image(const ModelRequest& request, std::vector<double>& model, StageTimes& times) override
+    {
+        // The PSF tables on the device are those of the last extract; the model follows it.
+        if (request.psf != uploaded_psf_ || solver_.spot_capacity() == 0) return false;
+        res_.activate();
+        const int nwave = int(request.wave->size());
+        const std::size_t npix = std::size_t(request.ny) * request.nx;
+        model_xflux_.reserve(request.xflux->size(), ledger_);
+        model_.reserve(npix, ledger_);
+        model_waves_.reserve(request.wave->size(), ledger_);
+        model_bounds_.reserve(3, ledger_);
+        cudaStream_t stream = res_.stream();
+        EX2D_CUDA_CHECK(cudaMemcpyAsync(model_xflux_.data(), request.xflux->data(),
+                                        request.xflux->size() * sizeof(double), cudaMemcpyHostToDevice, stream));
+        EX2D_CUDA_CHECK(cudaMemcpyAsync(model_waves_.data(), request.wave->data(), nwave * sizeof(double),
+                                        cudaMemcpyHostToDevice, stream));
+        EX2D_CUDA_CHECK(cudaMemsetAsync(model_.data(), 0, npix * sizeof(double), stream));
+        // Fibres per pass: as many of a bundle as the spot buffers of the solve hold.
+        const int group = int(std::max<std::size_t>(1, std::min<std::size_t>(
+            request.bundlesize, solver_.spot_capacity() / std::max(nwave, 1))));
+        for (int b = 0; b < request.nspec; b += request.bundlesize) {
+            for (int g = b; g < std::min(b + request.bundlesize, request.nspec); g += group) {
+                const int nfiber = std::min(group, std::min(b + request.bundlesize, request.nspec) - g);
+                PatchChunk box;
+                box.fiber_begin = request.specmin + g;
+                box.fiber_end = box.fiber_begin + nfiber;
+                box.wave_begin = 0;
+                box.wave_end = nwave;
+                solver_.evaluate_spots(frame_.psf(), model_waves_.data(), box, times);
+                int bounds[3] = {0, 0, 0};
+                cuda::launch_model_bounds(solver_.spots(), model_bounds_.data(), stream);
+                EX2D_CUDA_CHECK(cudaMemcpyAsync(bounds, model_bounds_.data(), sizeof(bounds),
+                                                cudaMemcpyDeviceToHost, stream));
+                EX2D_CUDA_CHECK(cudaStreamSynchronize(stream));
+                if (bounds[2] != 0) {
+                    logger()->info("model image on the host: stamp rows of fibres {}-{} are not "
+                                   "monotonic in wavelength", box.fiber_begin, box.fiber_end - 1);
+                    return false;
+                }
+                cuda::launch_model_image(solver_.spots(), model_xflux_.data() + std::size_t(g) * nwave,
+                                         model_.data(), request.ny, request.nx, bounds[0], bounds[1],
+                                         stream);
+            }
+        }
+        model.resize(npix);
+        EX2D_CUDA_CHECK(cudaMemcpyAsync(model.data(), model_.data(), npix * sizeof(double),
+                                        cudaMemcpyDeviceToHost, stream));
+        EX2D_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return true;
     }
 
     DeviceReport device_report() const override
@@ -166,6 +220,20 @@ private:
         }
     }
 
+    // The model image and the stitched xflux it needs, on top of the frame's inputs.
+    static std::size_t model_bytes_needed(const ImageView& image, const std::vector<PatchGeometry>& patches,
+                                          const std::vector<double>& padded_wave)
+    {
+        int first = patches.front().core_fiber_begin, last = patches.front().core_fiber_end;
+        for (const PatchGeometry& p : patches) {
+            first = std::min(first, p.core_fiber_begin);
+            last = std::max(last, p.core_fiber_end);
+        }
+        const std::size_t nwave = padded_wave.size();
+        return (std::size_t(image.ny) * image.nx + std::size_t(last - first) * nwave + nwave) *
+                   sizeof(double) + 3 * sizeof(int);
+    }
+
     CudaBackendOptions options_;
     cuda::MemoryLedger ledger_;
     cuda::CudaResources res_;
@@ -174,6 +242,11 @@ private:
     int eigen_layout_nwave_ = -1;
     int eigen_layout_ncore_ = -1;
     cuda::EigenWorkspace eigen_workspace_;
+    const GaussHermitePsf* uploaded_psf_ = nullptr;
+    cuda::DeviceArray<double> model_{"model image"};
+    cuda::DeviceArray<double> model_xflux_{"model xflux"};
+    cuda::DeviceArray<double> model_waves_{"model grid"};
+    cuda::DeviceArray<int> model_bounds_{"model bounds"};
 };
 
 }  // namespace

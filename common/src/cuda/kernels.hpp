@@ -138,4 +138,13 @@ void launch_window_chi2(const DeviceLayout& layout, const DeviceImage& image, co
 void launch_chi2pix(const DeviceLayout& layout, const SpotBox& box, const ChunkBuffers& chunk,
                     cudaStream_t stream);
 
+/// Column range of `box`'s stamps and whether every fibre's stamp rows are non-decreasing in
+/// wavelength: out[0] = min column, out[1] = max column + 1, out[2] = 1 if not monotonic.
+void launch_model_bounds(const SpotBox& box, int* out, cudaStream_t stream);
+/// Adds A . xflux of `box`'s spots to the model over columns [col_begin, col_end) of every
+/// row; xflux[f * box.nwave + w] is the flux of box fibre f at wavelength w. Each pixel is
+/// one thread adding its spots in (fibre, wavelength) order, so the sum order is the host's.
+void launch_model_image(const SpotBox& box, const double* xflux, double* model, int ny, int nx,
+                        int col_begin, int col_end, cudaStream_t stream);
+
 }  // namespace ex2d::cuda
