@@ -12,16 +12,7 @@
 namespace ex2d {
 namespace {
 
-ExtractionOptions two_bundles_on_r_grid(int specmin)
-{
-    ExtractionOptions opt;
-    opt.wmin = 5760.0;
-    opt.wmax = 7620.0;
-    opt.dw = 0.8;
-    opt.specmin = specmin;
-    opt.nspec = 50;
-    return opt;
-}
+ExtractionOptions two_bundles_on_r_grid(int specmin) { return test::r_grid_options(specmin, 50); }
 
 void expect_unit_pulls(const test::SimExtract& r)
 {

@@ -13,6 +13,7 @@
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
+#include "sim_extract.hpp"
 #include "test_paths.hpp"
 
 namespace ex2d {
@@ -23,16 +24,7 @@ namespace {
         GTEST_SKIP() << "no CUDA device (or the CUDA backend is not built): skipped"; \
     }
 
-ExtractionOptions two_bundles(int specmin)
-{
-    ExtractionOptions opt;
-    opt.wmin = 5760.0;
-    opt.wmax = 7620.0;
-    opt.dw = 0.8;
-    opt.specmin = specmin;
-    opt.nspec = 50;
-    return opt;
-}
+ExtractionOptions two_bundles(int specmin) { return test::r_grid_options(specmin, 50); }
 
 struct Frame {
     SimulatedFrame sim;
@@ -42,14 +34,7 @@ struct Frame {
 
 Frame simulate(const GaussHermitePsf& psf, const ExtractionOptions& opt, std::uint64_t seed)
 {
-    SimulationOptions sim;
-    sim.seed = seed;
-    sim.specmin = opt.specmin;
-    sim.nspec = opt.nspec;
-    sim.wmin = opt.wmin;
-    sim.wmax = opt.wmax;
-    sim.dw = opt.dw;
-    auto simulated = simulate_frame(psf, sim);
+    auto simulated = simulate_frame(psf, test::simulation_for(opt, seed));
     EXPECT_TRUE(simulated.is_ok()) << simulated.status().to_string();
     Frame f{std::move(simulated).value(), {}};
     f.weights = f.sim.preproc.weights();

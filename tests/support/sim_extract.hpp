@@ -22,12 +22,21 @@ struct SimExtract {
     PullStatistics pulls;
 };
 
-/// Simulates fibres [specmin, specmin+nspec) on grid `opt` and extracts them on the CPU; the
-/// frame goes through the writer and reader so the pulls are those a user would measure.
-inline SimExtract simulate_and_extract(const GaussHermitePsf& psf, ExtractionOptions opt,
-                                       std::uint64_t seed, int nthreads = 2)
+/// Extraction options on DESI's r grid (5760-7620 A by 0.8) for fibres [specmin, specmin+nspec).
+inline ExtractionOptions r_grid_options(int specmin, int nspec)
 {
-    SimExtract out;
+    ExtractionOptions opt;
+    opt.wmin = 5760.0;
+    opt.wmax = 7620.0;
+    opt.dw = 0.8;
+    opt.specmin = specmin;
+    opt.nspec = nspec;
+    return opt;
+}
+
+/// Simulator settings for the fibres and grid of extraction options `opt`.
+inline SimulationOptions simulation_for(const ExtractionOptions& opt, std::uint64_t seed)
+{
     SimulationOptions sim;
     sim.seed = seed;
     sim.specmin = opt.specmin;
@@ -35,7 +44,16 @@ inline SimExtract simulate_and_extract(const GaussHermitePsf& psf, ExtractionOpt
     sim.wmin = opt.wmin;
     sim.wmax = opt.wmax;
     sim.dw = opt.dw;
-    auto simulated = simulate_frame(psf, sim);
+    return sim;
+}
+
+/// Simulates fibres [specmin, specmin+nspec) on grid `opt` and extracts them on the CPU; the
+/// frame goes through the writer and reader so the pulls are those a user would measure.
+inline SimExtract simulate_and_extract(const GaussHermitePsf& psf, ExtractionOptions opt,
+                                       std::uint64_t seed, int nthreads = 2)
+{
+    SimExtract out;
+    auto simulated = simulate_frame(psf, simulation_for(opt, seed));
     EXPECT_TRUE(simulated.is_ok()) << simulated.status().to_string();
     out.sim = std::move(simulated).value();
     const std::vector<double> weights = out.sim.preproc.weights();

@@ -5,6 +5,7 @@
 /// Options, patch geometry and results of spectro-perfectionism extraction (Bolton & Schlegel
 /// 2010). Shared by the driver and every backend; compiles without nvcc.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,6 +81,14 @@ struct PatchResult {
     std::vector<double> resolution;       ///< [ncore_fiber][ndiag][ncore_wave], R[j-nd+d, j]
     std::vector<double> chi2pix;
     std::vector<double> pixmask_fraction;
+
+    /// Zeroed outputs sized for `patch` with `ndiag` resolution diagonals; status unchanged.
+    void zero_for(const PatchGeometry& patch, int ndiag)
+    {
+        const std::size_t n = std::size_t(patch.ncore_fiber()) * patch.ncore_wave;
+        for (std::vector<double>* v : {&flux, &ivar, &xflux, &chi2pix, &pixmask_fraction}) v->assign(n, 0.0);
+        resolution.assign(n * ndiag, 0.0);
+    }
 };
 
 /// Seconds spent per stage, summed over threads (core-seconds on the CPU).

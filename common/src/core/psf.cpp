@@ -5,30 +5,17 @@
 #include <cmath>
 #include <thread>
 
+#include "legendre_series.hpp"
+
 namespace ex2d {
 
 namespace {
 
-// Legendre series by the three-term recurrence (k+1) P_{k+1} = (2k+1) u P_k - k P_{k-1}.
-double legendre_sum(const double* c, int ncoef, double u)
-{
-    double p_prev = 1.0;
-    double sum = c[0];
-    if (ncoef == 1) return sum;
-    double p = u;
-    sum += c[1] * p;
-    for (int k = 1; k + 1 < ncoef; ++k) {
-        const double p_next = ((2 * k + 1) * u * p - k * p_prev) / (k + 1);
-        p_prev = p;
-        p = p_next;
-        sum += c[k + 1] * p;
-    }
-    return sum;
-}
+using detail::legendre_sum;
 
 double reduced_wavelength(const LegendreTable& t, double wave)
 {
-    return (wave - t.wavemin) * (2.0 / (t.wavemax - t.wavemin)) - 1.0;
+    return detail::reduced_wavelength(wave, t.wavemin, t.wavemax);
 }
 
 // Pixel integrals of the Gauss-Hermite basis over the n pixels of a stamp axis

@@ -330,17 +330,6 @@ void compute_chi2pix(const PatchGeometry& patch, const BundleSpots& spots, const
     }
 }
 
-void size_result(const PatchGeometry& patch, int ndiag, PatchResult& result)
-{
-    const size_t n = size_t(patch.ncore_fiber()) * patch.ncore_wave;
-    result.flux.assign(n, 0.0);
-    result.ivar.assign(n, 0.0);
-    result.xflux.assign(n, 0.0);
-    result.chi2pix.assign(n, 0.0);
-    result.pixmask_fraction.assign(n, 0.0);
-    result.resolution.assign(n * ndiag, 0.0);
-}
-
 }  // namespace
 
 void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
@@ -350,7 +339,7 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     const Layout lay{patch.nfiber(), patch.nwave, patch.nunknown(), spots.spots->ny,
                      spots.spots->nx, spots.spots->ny * spots.spots->nx};
     const int ndiag = lay.ny;
-    size_result(patch, ndiag, result);
+    result.zero_for(patch, ndiag);
     result.status = PatchStatus::ok;
     result.failure.clear();
 
@@ -376,7 +365,7 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     }
     if (!outcome.ok) {
         const std::vector<double> pixmask = result.pixmask_fraction;
-        size_result(patch, ndiag, result);
+        result.zero_for(patch, ndiag);
         result.pixmask_fraction = pixmask;
         result.status = PatchStatus::failed;
         result.failure += "; retry: " + outcome.reason;

@@ -32,24 +32,13 @@ std::string failure_reason(int flags)
     return reason;
 }
 
-void size_result(const PatchGeometry& p, int ndiag, PatchResult& r)
-{
-    const std::size_t n = std::size_t(p.ncore_fiber()) * p.ncore_wave;
-    r.flux.assign(n, 0.0);
-    r.ivar.assign(n, 0.0);
-    r.xflux.assign(n, 0.0);
-    r.chi2pix.assign(n, 0.0);
-    r.pixmask_fraction.assign(n, 0.0);
-    r.resolution.assign(n * ndiag, 0.0);
-}
-
 // Copies entry i of the last solve into `r`; with `zeroed`, keeps only pixmask_fraction (a
 // failed patch's outputs are zero, its masked fraction still describes the pixels).
 void copy_result(const cuda::HostOutputs& out, const PaddedLayout& layout, std::size_t i,
                  const PatchGeometry& p, bool zeroed, PatchResult& r)
 {
     const int ndiag = layout.ndiag(), ncw = layout.ncore_wave, ncore = layout.ncore_fiber;
-    size_result(p, ndiag, r);
+    r.zero_for(p, ndiag);
     for (int cf = 0; cf < ncore; ++cf) {
         for (int jj = 0; jj < p.ncore_wave; ++jj) {
             const std::size_t src = (i * ncore + cf) * ncw + jj;

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Spots on the device: one block per (fibre, wavelength). The arithmetic follows the CPU's
-// evaluate_spots step by step (datamodel 2.4): Legendre series of every PSF row, pixel
-// integrals of the Gauss-Hermite basis along each axis, their outer product weighted by the
-// GH coefficients, clipped at 0 and normalised to unit sum.
+// evaluate_spots step by step (datamodel 2.4): Legendre series of every PSF row (the host's
+// own code, legendre_series.hpp), pixel integrals of the Gauss-Hermite basis along each axis,
+// their outer product weighted by the GH coefficients, clipped at 0 and normalised.
 
 #include "cuda_check.hpp"
+#include "../core/legendre_series.hpp"
 #include "device_helpers.cuh"
 #include "ex2d/status.hpp"
 
@@ -13,23 +14,6 @@ namespace ex2d::cuda {
 namespace {
 
 constexpr int kSpotThreads = 128;
-
-// Legendre series by the three-term recurrence (k+1) P_{k+1} = (2k+1) u P_k - k P_{k-1}.
-__device__ double legendre_sum(const double* c, int ncoef, double u)
-{
-    double p_prev = 1.0;
-    double sum = c[0];
-    if (ncoef == 1) return sum;
-    double p = u;
-    sum += c[1] * p;
-    for (int k = 1; k + 1 < ncoef; ++k) {
-        const double p_next = ((2 * k + 1) * u * p - k * p_prev) / (k + 1);
-        p_prev = p;
-        p = p_next;
-        sum += c[k + 1] * p;
-    }
-    return sum;
-}
 
 // Shared-memory plan of one spot block, in doubles.
 struct SpotShared {
@@ -92,8 +76,8 @@ __global__ void spot_kernel(DevicePsf psf, const double* waves, SpotBox box)
     double* par = shared + plan.par();
 
     for (int r = threadIdx.x; r < psf.nrow; r += blockDim.x) {
-        const double u = (wave - psf.wavemin[r]) * (2.0 / (psf.wavemax[r] - psf.wavemin[r])) - 1.0;
-        par[r] = legendre_sum(psf.coef + ((long long)r * psf.nfiber + fiber) * psf.max_ncoef,
+        const double u = detail::reduced_wavelength(wave, psf.wavemin[r], psf.wavemax[r]);
+        par[r] = detail::legendre_sum(psf.coef + ((long long)r * psf.nfiber + fiber) * psf.max_ncoef,
                               psf.ncoef[r], u);
     }
     __syncthreads();
