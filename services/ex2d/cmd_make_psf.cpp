@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2d make-psf: a synthetic Gauss-Hermite PSF for a b, r or z camera.
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -17,10 +18,32 @@ struct MakePsfArgs {
     std::string camera;
     int petal = -1;
     std::string output;
+    std::string from;
+    int fibers = 0;
+    std::string wave_range;
 };
+
+// --from PSF --fibers N --wave-range wmin,wmax: a small CCD with the first N fibres.
+void run_crop(const MakePsfArgs& args)
+{
+    double wmin = 0, wmax = 0;
+    if (std::sscanf(args.wave_range.c_str(), "%lf,%lf", &wmin, &wmax) != 2 || !(wmax > wmin)) {
+        throw CommandExit(2, "--wave-range must be 'wmin,wmax' with wmax > wmin, got '" +
+                                 args.wave_range + "'");
+    }
+    const GaussHermitePsf in = value_or_exit(read_psf(args.from));
+    if (args.fibers < 1 || args.fibers > in.nspec()) {
+        throw CommandExit(2, "--fibers must be 1-" + std::to_string(in.nspec()));
+    }
+    const GaussHermitePsf psf = crop_psf(in, args.fibers, wmin, wmax);
+    exit_on_error(write_psf(args.output, psf));
+    logger()->info("make-psf done from={} output={} fibers={} ccd={}x{}", args.from, args.output,
+                   psf.nspec(), psf.npix_x, psf.npix_y);
+}
 
 void run_make_psf(const MakePsfArgs& args)
 {
+    if (!args.from.empty()) return run_crop(args);
     if (args.arm.empty() == args.camera.empty()) {
         throw CommandExit(2, "make-psf needs exactly one of --arm and --camera");
     }
@@ -62,6 +85,12 @@ void add_make_psf_command(CLI::App& app)
                     "Petal 0-9 written into the CAMERA card (default: the camera's digit, else 0)")
         ->check(CLI::Range(0, 9));
     cmd->add_option("-o,--output", args->output, "PSF file to write")->required();
+    auto* from = cmd->add_option("--from", args->from,
+                                 "Cut down this PSF instead (with --fibers and --wave-range)");
+    from->excludes(arm)->excludes(camera);
+    cmd->add_option("--fibers", args->fibers, "With --from: keep the first N fibres")->needs(from);
+    cmd->add_option("--wave-range", args->wave_range,
+                    "With --from: 'wmin,wmax' the small CCD must cover")->needs(from);
     cmd->callback([args] { run_make_psf(*args); });
 }
 

@@ -47,5 +47,7 @@ struct FrameFile {
     std::vector<std::string> hdu_names;  ///< EXTNAMEs in file order
 };
 Result<FrameFile> read_frame(const std::string& path);
+/// The FLUX (primary) header alone, e.g. to compare a frame's provenance without its arrays.
+Result<FitsHeader> read_frame_header(const std::string& path);
 
 }  // namespace ex2d

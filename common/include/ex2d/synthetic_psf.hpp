@@ -31,4 +31,10 @@ char arm_letter(Arm arm);
 /// digit `petal` goes into the header. Deterministic.
 GaussHermitePsf make_synthetic_psf(Arm arm, int petal = 0);
 
+/// The first `nfiber` fibres of `psf` on a CCD cut down to what their traces cover over
+/// [wmin, wmax] plus `margin` pixels (traces shifted to the new origin), for small frames
+/// that keep a real PSF's shapes: fleet tests, soaks and load tests.
+GaussHermitePsf crop_psf(const GaussHermitePsf& psf, int nfiber, double wmin, double wmax,
+                         int margin = 20);
+
 }  // namespace ex2d

@@ -77,3 +77,16 @@ Result<FrameFile> read_frame(const std::string& path)
 }
 
 }  // namespace ex2d
+
+namespace ex2d {
+
+Result<FitsHeader> read_frame_header(const std::string& path)
+{
+    fits::FitsPtr file;
+    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    FitsHeader header;
+    EX2D_RETURN_NOT_OK(fits::read_header(file.get(), path, header));
+    return header;
+}
+
+}  // namespace ex2d

@@ -140,10 +140,10 @@ Status read_psf_table(fitsfile* f, const std::string& path, int legdeg, double w
 
 }  // namespace
 
-Result<GaussHermitePsf> read_psf(const std::string& path)
+namespace {
+
+Result<GaussHermitePsf> read_open_psf(fits::FitsPtr& file, const std::string& path)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
     fitsfile* f = file.get();
     std::vector<std::string> names;
     EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, names));
@@ -184,6 +184,31 @@ Result<GaussHermitePsf> read_psf(const std::string& path)
     EX2D_RETURN_NOT_OK(fits::close(path, file));
     EX2D_RETURN_NOT_OK(psf.validate());
     return psf;
+}
+
+}  // namespace
+
+Result<GaussHermitePsf> read_psf(const std::string& path)
+{
+    fits::FitsPtr file;
+    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    return read_open_psf(file, path);
+}
+
+Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes, const std::string& name)
+{
+    if (bytes.empty()) return Status::format(name + ": empty PSF file" + kNotAPsf);
+    // CFITSIO keeps pointers to these two for as long as the file is open.
+    void* buffer = const_cast<std::uint8_t*>(bytes.data());
+    std::size_t size = bytes.size();
+    fitsfile* raw = nullptr;
+    int status = 0;
+    if (fits_open_memfile(&raw, name.c_str(), READONLY, &buffer, &size, 0, nullptr, &status)) {
+        if (raw) fits::FitsCloser{}(raw);
+        return fits::io_error(name, "cannot open as FITS", status);
+    }
+    fits::FitsPtr file(raw);
+    return read_open_psf(file, name);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/synthetic_psf.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -309,6 +310,50 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
 
     fill_headers(psf, std::string(1, arm_letter(arm)) + std::to_string(petal), d);
     return psf;
+}
+
+}  // namespace ex2d
+
+namespace ex2d {
+
+GaussHermitePsf crop_psf(const GaussHermitePsf& in, int nfiber, double wmin, double wmax, int margin)
+{
+    if (nfiber <= 0 || nfiber > in.nspec() || !(wmax > wmin) || margin < 0) {
+        throw Error("crop_psf: need 0 < nfiber <= " + std::to_string(in.nspec()) +
+                    ", wmax > wmin and margin >= 0");
+    }
+    GaussHermitePsf out = in;
+    auto keep_fibers = [nfiber](LegendreTable& t) {
+        t.nfiber = nfiber;
+        t.coef.resize(std::size_t(nfiber) * t.ncoef);
+    };
+    keep_fibers(out.xtrace);
+    keep_fibers(out.ytrace);
+    for (auto& [name, table] : out.params) keep_fibers(table);
+    double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
+    constexpr int nsample = 256;
+    for (int f = 0; f < nfiber; ++f) {
+        for (int i = 0; i <= nsample; ++i) {
+            const double w = wmin + (wmax - wmin) * i / nsample;
+            xmin = std::min(xmin, out.xtrace.eval(f, w));
+            xmax = std::max(xmax, out.xtrace.eval(f, w));
+            ymin = std::min(ymin, out.ytrace.eval(f, w));
+            ymax = std::max(ymax, out.ytrace.eval(f, w));
+        }
+    }
+    const int x0 = std::max(0, int(std::floor(xmin)) - margin - out.hsizex);
+    const int y0 = std::max(0, int(std::floor(ymin)) - margin - out.hsizey);
+    // P0 = 1, so the first Legendre coefficient is a plain offset of the trace.
+    for (int f = 0; f < nfiber; ++f) {
+        out.xtrace.coef[std::size_t(f) * out.xtrace.ncoef] -= x0;
+        out.ytrace.coef[std::size_t(f) * out.ytrace.ncoef] -= y0;
+    }
+    out.npix_x = std::min(in.npix_x - x0, int(std::ceil(xmax)) - x0 + margin + out.hsizex + 1);
+    out.npix_y = std::min(in.npix_y - y0, int(std::ceil(ymax)) - y0 + margin + out.hsizey + 1);
+    out.psf_header.set_int("NPIX_X", out.npix_x);
+    out.psf_header.set_int("NPIX_Y", out.npix_y);
+    out.source = in.source + " (cropped)";
+    return out;
 }
 
 }  // namespace ex2d

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file fault_injection.hpp
+/// Test-only fault injection for the fleet's fault tests and chaos soak, driven by environment
+/// variables that no deployment sets (docs/fault-tests.md):
+///   EX2D_TEST_DELAY_READ_MS, EX2D_TEST_DELAY_EXTRACT_MS, EX2D_TEST_DELAY_WRITE_MS: sleep this
+///     long in that stage, so that a test can kill a process in the middle of a frame;
+///   EX2D_TEST_POISON_JOB: a worker that receives this job id kills itself with SIGKILL, as a
+///     frame that crashes its worker would.
+
+#include <string>
+
+namespace ex2d::service {
+
+/// Sleeps for EX2D_TEST_DELAY_<STAGE>_MS milliseconds (stage: READ, EXTRACT, WRITE), if set.
+void test_delay(const char* stage);
+/// True when EX2D_TEST_POISON_JOB names `job_id`.
+bool test_poisoned(const std::string& job_id);
+
+}  // namespace ex2d::service

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file frame_messages.hpp
+/// The FRAME (reader -> worker) and RESULT (worker -> writer) messages of docs/protocol.md,
+/// built from and decoded into the engine's types. A message that lacks a required field or
+/// whose arrays disagree with its shapes decodes to a format_error naming the field.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ex2d/extraction_types.hpp"
+#include "ex2d/fits_header.hpp"
+#include "ex2d/fits_table.hpp"
+#include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/wire.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d::service {
+
+/// Extraction options as stored in a job's `options` field (JSON), desi_extract_spectra's
+/// names: wavelength "wmin,wmax,dw", specmin, nspec, psferr, regularize, bundlesize,
+/// nsubbundles, nwavestep, wavepad, wavepad_frac, pixpad_frac. Unknown names are an error.
+Result<ExtractionOptions> options_from_json(const std::string& text);
+std::string options_to_json(const ExtractionOptions& options);
+
+/// What a reader hands a worker.
+struct FrameInputs {
+    Job job;
+    std::string reader;
+    FitsHeader image_header;
+    FitsTableBlob fibermap;
+    int ny = 0;
+    int nx = 0;
+    std::vector<double> image;    ///< [ny][nx] electrons
+    std::vector<double> weights;  ///< [ny][nx] ivar with the mask rule applied
+    std::vector<std::uint8_t> psf_file;
+    std::string preproc_checksum, psf_checksum;
+    double read_seconds = 0;
+};
+wire::OutgoingMessage encode_frame(FrameInputs inputs);
+Result<FrameInputs> decode_frame(const wire::IncomingMessage& message);
+
+/// What a worker hands a writer.
+struct FrameOutputs {
+    Job job;
+    std::string worker, device;
+    FitsHeader image_header, psf_header;
+    FitsTableBlob fibermap;
+    std::string preproc_checksum, psf_checksum;
+    ExtractionOptions options;
+    ExtractedFrame frame;
+    double read_seconds = 0;
+    double extract_seconds = 0;
+};
+wire::OutgoingMessage encode_result(FrameOutputs outputs);
+Result<FrameOutputs> decode_result(const wire::IncomingMessage& message);
+
+/// The job's fields as meta JSON and back (epoch and stream id travel in the header).
+nlohmann::json job_to_json(const Job& job);
+Result<Job> job_from_message(const wire::IncomingMessage& message);
+
+}  // namespace ex2d::service

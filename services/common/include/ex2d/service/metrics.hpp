@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file metrics.hpp
+/// The metrics every fleet process exports on /metrics (Prometheus text format 0.0.4, through
+/// prometheus-cpp's registry and serializer). Names start with ex2d_; counters end in _total,
+/// durations are histograms in seconds; no label holds an exposure, frame or job id.
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace ex2d::service {
+
+class Metrics {
+public:
+    explicit Metrics(const std::string& role);
+
+    prometheus::Registry& registry() { return *registry_; }
+    /// The exposition text of every family.
+    std::string serialize() const;
+
+    /// ex2d_frames_total{role,state}: frames this process moved into `state`
+    /// (read, extracted, written, skipped, failed, dead, stale).
+    prometheus::Counter& frames(const std::string& state);
+    /// ex2d_stage_seconds{stage}: histogram of read, queue_wait, transfer, extract, write.
+    prometheus::Histogram& stage_seconds(const std::string& stage);
+    /// ex2d_bytes_total{direction}: bytes sent or received over ZeroMQ.
+    prometheus::Counter& bytes(const std::string& direction);
+    /// ex2d_messages_dropped_total{reason}: invalid messages dropped.
+    prometheus::Counter& messages_dropped(const std::string& reason);
+    /// ex2d_leases_total{event}: renewed, expired (reclaimed by this reaper), lost (renewal refused).
+    prometheus::Counter& leases(const std::string& event);
+    /// ex2d_queue_depth{lane}: jobs waiting in the lane's streams (gauge).
+    prometheus::Gauge& queue_depth(const std::string& lane);
+    /// ex2d_redis_reconnects_total.
+    prometheus::Counter& redis_reconnects();
+    /// ex2d_frames_in_memory: frames this process holds (gauge).
+    prometheus::Gauge& frames_in_memory();
+    /// ex2d_device_memory_bytes: device memory held by the worker's backend (gauge).
+    prometheus::Gauge& device_memory_bytes();
+    /// ex2d_up{role}: 1 while the process is ready, 0 while starting or draining.
+    prometheus::Gauge& ready();
+
+private:
+    std::string role_;
+    std::shared_ptr<prometheus::Registry> registry_;
+    prometheus::Family<prometheus::Counter>* frames_;
+    prometheus::Family<prometheus::Histogram>* stage_;
+    prometheus::Family<prometheus::Counter>* bytes_;
+    prometheus::Family<prometheus::Counter>* dropped_;
+    prometheus::Family<prometheus::Counter>* leases_;
+    prometheus::Family<prometheus::Gauge>* queue_depth_;
+    prometheus::Counter* reconnects_;
+    prometheus::Gauge* in_memory_;
+    prometheus::Gauge* device_memory_;
+    prometheus::Gauge* ready_;
+    /// Metrics already added to the labelled families, by family and label value (Family::Add
+    /// is slow); shared so that copies of a Metrics share one cache, like the registry.
+    struct Cache;
+    std::shared_ptr<Cache> cache_;
+};
+
+}  // namespace ex2d::service

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file service.hpp
+/// The lifecycle every fleet process shares: configuration, JSON logging, signals, the
+/// health and metrics endpoint, and a main loop of short steps.
+///
+///   int main(int argc, char** argv) {
+///       return ex2d::service::run_service(argc, argv, "reader",
+///           [](ServiceContext& ctx) { return std::make_unique<Reader>(ctx); });
+///   }
+///
+/// run_service loads the configuration (exit 2 on a bad key or value, naming it; exit 0 after
+/// --print-config or --help), sets up logging, blocks SIGTERM/SIGINT/SIGPIPE handling, starts
+/// the HTTP endpoint (/healthz, /readyz, /metrics), then calls start() once and step() until
+/// it returns false or a stop is requested; then drain(deadline) once. Exit codes: 0 after a
+/// normal end or a drain, 2 for a configuration or start-up error (Status), 1 for an exception.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ex2d/service/config.hpp"
+#include "ex2d/service/metrics.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d::service {
+
+/// Exit codes of the fleet's processes.
+enum ExitCode : int {
+    exit_ok = 0,
+    exit_exception = 1,
+    exit_config = 2,   ///< bad configuration, unsafe Redis, cannot bind
+};
+
+class ServiceContext {
+public:
+    ServiceContext(std::string role, Config config);
+
+    const std::string& role() const { return role_; }
+    /// service.name, or "{role}-{host}-{pid}" when empty.
+    const std::string& name() const { return name_; }
+    const std::string& host() const { return host_; }
+    int pid() const { return pid_; }
+    const Config& config() const { return config_; }
+    Metrics& metrics() { return metrics_; }
+
+    /// True once SIGTERM/SIGINT arrived or request_stop() was called.
+    bool stop_requested() const;
+    void request_stop();
+    /// Marks the main loop alive (for /healthz: 503 once 3 s pass without one).
+    void tick();
+    /// Readiness for /readyz (also 503 while stopping).
+    void set_ready(bool ready);
+    bool ready() const;
+    bool healthy() const;
+    /// The HTTP endpoint's "host:port" once started.
+    const std::string& http_address() const { return http_address_; }
+    void set_http_address(std::string address) { http_address_ = std::move(address); }
+
+private:
+    std::string role_, name_, host_;
+    int pid_ = 0;
+    Config config_;
+    Metrics metrics_;
+    std::atomic<bool> ready_{false};
+    std::atomic<bool> stop_{false};          ///< request_stop(), per context
+    std::atomic<long long> last_tick_ms_{0};
+    long long started_ms_ = 0;               ///< steady clock; grace before the first tick
+    std::string http_address_;
+};
+
+class Service {
+public:
+    virtual ~Service() = default;
+    /// Connect, bind, register. A non-OK status ends the process with exit code 2.
+    virtual Status start() = 0;
+    /// One short iteration of the main loop (at most ~100 ms of waiting). false = finished.
+    virtual bool step() = 0;
+    /// Stop taking work, finish or hand back what is in hand before `deadline`, close sockets.
+    virtual void drain(std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+using ServiceFactory = std::function<std::unique_ptr<Service>(ServiceContext&)>;
+
+int run_service(int argc, char** argv, const std::string& role, const ServiceFactory& factory);
+
+}  // namespace ex2d::service

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/service/control_plane.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "control_plane_scripts.hpp"
+
+namespace ex2d::service {
+
+long long unix_ms()
+{
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+const char* to_string(Fence fence)
+{
+    switch (fence) {
+    case Fence::applied: return "applied";
+    case Fence::stale: return "stale_epoch";
+    case Fence::gone: return "not_pending";
+    }
+    return "?";
+}
+
+std::map<std::string, std::string> Job::fields() const
+{
+    return {{"job", job},         {"lane", lane},     {"campaign", campaign}, {"night", night},
+            {"expid", expid},     {"camera", camera}, {"preproc", preproc},   {"psf", psf},
+            {"output", output},   {"options", options}};
+}
+
+Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fields)
+{
+    Job j;
+    for (const auto& [k, v] : fields) {
+        if (k == "job") j.job = v;
+        else if (k == "lane") j.lane = v;
+        else if (k == "campaign") j.campaign = v;
+        else if (k == "night") j.night = v;
+        else if (k == "expid") j.expid = v;
+        else if (k == "camera") j.camera = v;
+        else if (k == "preproc") j.preproc = v;
+        else if (k == "psf") j.psf = v;
+        else if (k == "output") j.output = v;
+        else if (k == "options") j.options = v;
+    }
+    return j;
+}
+
+namespace {
+
+std::string script(const char* body, bool fenced)
+{
+    return std::string(lua::kPrelude) + (fenced ? lua::kFence : "") + body;
+}
+
+std::vector<std::string> base_args(const std::string& ns, const Job& job)
+{
+    return {ns, job.stream, job.stream_id, std::to_string(job.epoch), job.campaign, job.expid,
+            job.camera};
+}
+
+Result<Fence> to_fence(const RedisValue& v)
+{
+    if (v.is_error()) return Status::io("redis script: " + v.str);
+    const long long code = v.as_int(-2);
+    if (code == 1) return Fence::applied;
+    if (code == -1) return Fence::stale;
+    if (code == 0) return Fence::gone;
+    return Status::io("redis script: unexpected reply");
+}
+
+// Parses one stream entry [id, [field, value, ...]].
+std::optional<Job> entry_to_job(const RedisValue& entry, const std::string& stream)
+{
+    if (entry.type != RedisValue::Type::array || entry.elements.size() < 2) return std::nullopt;
+    if (entry.elements[1].type != RedisValue::Type::array) return std::nullopt;  // deleted entry
+    Job job = Job::from_fields(entry.elements[1].pairs());
+    job.stream = stream;
+    job.stream_id = entry.elements[0].str;
+    return job;
+}
+
+}  // namespace
+
+Status ControlPlane::ensure_group(const std::string& stream)
+{
+    EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                          redis_.command({"XGROUP", "CREATE", stream, kReaderGroup, "0", "MKSTREAM"}));
+    if (v.is_error() && v.str.find("BUSYGROUP") == std::string::npos) {
+        return Status::io("redis: XGROUP CREATE " + stream + ": " + v.str);
+    }
+    return Status::ok();
+}
+
+Result<std::vector<std::string>> ControlPlane::lane_streams()
+{
+    std::vector<std::string> streams = {nightly_stream()};
+    EX2D_ASSIGN_OR_RETURN(RedisValue active, redis_.command({"SMEMBERS", key("campaigns:active")}));
+    std::vector<std::string> names;
+    for (const auto& e : active.elements) names.push_back(e.str);
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) streams.push_back(campaign_stream(n));
+    return streams;
+}
+
+Result<bool> ControlPlane::submit(const Job& job, bool force)
+{
+    EX2D_RETURN_NOT_OK(ensure_group(job.stream));
+    std::vector<std::string> args = {ns_,       job.stream,  "",        force ? "1" : "0",
+                                     job.campaign, job.expid, job.camera, job.lane, job.night};
+    for (const auto& [k, v] : job.fields()) {
+        args.push_back(k);
+        args.push_back(v);
+    }
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(lua::kSubmit, false), {}, args));
+    if (v.is_error()) return Status::io("redis submit " + job.job + ": " + v.str);
+    return v.as_int() == 1;
+}
+
+namespace {
+
+Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job, const Actor& who)
+{
+    std::vector<std::string> args = base_args(ns, job);
+    args.insert(args.end(), {who.host, std::to_string(who.pid), who.name});
+    EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                          redis.eval(script(lua::kTake, false), {}, args));
+    if (v.is_error()) return Status::io("redis take " + job.job + ": " + v.str);
+    return v.as_int();
+}
+
+}  // namespace
+
+Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, const Actor& consumer)
+{
+    EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                          redis_.command({"XREADGROUP", "GROUP", kReaderGroup, consumer.name,
+                                          "COUNT", "1", "STREAMS", stream, ">"}));
+    if (v.is_error()) {
+        if (v.str.find("NOGROUP") != std::string::npos) {
+            EX2D_RETURN_NOT_OK(ensure_group(stream));
+            return std::optional<Job>();
+        }
+        return Status::io("redis XREADGROUP " + stream + ": " + v.str);
+    }
+    if (v.is_nil() || v.elements.empty()) return std::optional<Job>();
+    const RedisValue& entries = v.elements[0].elements.at(1);
+    if (entries.elements.empty()) return std::optional<Job>();
+    std::optional<Job> job = entry_to_job(entries.elements[0], stream);
+    if (!job) return std::optional<Job>();
+    EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
+    if (epoch <= 0) return std::optional<Job>();
+    job->epoch = epoch;
+    return job;
+}
+
+Result<std::vector<Job>> ControlPlane::take_own_pending(const std::string& stream,
+                                                        const Actor& consumer)
+{
+    std::vector<Job> jobs;
+    EX2D_ASSIGN_OR_RETURN(RedisValue p, redis_.command({"XPENDING", stream, kReaderGroup, "-", "+",
+                                                        "1000", consumer.name}));
+    if (p.is_error()) return jobs;  // no group yet: nothing pending
+    for (const auto& row : p.elements) {
+        if (row.elements.empty()) continue;
+        // XCLAIM without JUSTID increments the delivery count: the new epoch fences whoever
+        // held the job before this restart.
+        EX2D_ASSIGN_OR_RETURN(RedisValue c, redis_.command({"XCLAIM", stream, kReaderGroup,
+                                                            consumer.name, "0",
+                                                            row.elements[0].str}));
+        if (c.is_error() || c.elements.empty()) continue;
+        std::optional<Job> job = entry_to_job(c.elements[0], stream);
+        if (!job) continue;
+        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
+        if (epoch <= 0) continue;
+        job->epoch = epoch;
+        jobs.push_back(std::move(*job));
+    }
+    return jobs;
+}
+
+Result<std::vector<Job>> ControlPlane::reap(const std::string& stream, const Actor& consumer,
+                                            long long lease_ms, int max_deliveries,
+                                            std::vector<Job>& dead)
+{
+    std::vector<Job> jobs;
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"XAUTOCLAIM", stream, kReaderGroup,
+                                                        consumer.name, std::to_string(lease_ms),
+                                                        "0-0", "COUNT", "10"}));
+    if (v.is_error() || v.elements.size() < 2) return jobs;
+    for (const auto& entry : v.elements[1].elements) {
+        std::optional<Job> job = entry_to_job(entry, stream);
+        if (!job) continue;
+        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
+        if (epoch <= 0) continue;
+        job->epoch = epoch;
+        if (epoch > max_deliveries) {
+            std::vector<std::string> args = base_args(ns_, *job);
+            args.push_back(std::to_string(max_deliveries));
+            EX2D_ASSIGN_OR_RETURN(RedisValue d, redis_.eval(script(lua::kDead, true), {}, args));
+            if (d.is_error()) return Status::io("redis dead-letter " + job->job + ": " + d.str);
+            if (d.as_int() == 1) dead.push_back(std::move(*job));
+            continue;
+        }
+        jobs.push_back(std::move(*job));
+    }
+    return jobs;
+}
+
+Result<Fence> ControlPlane::fenced(const std::string& body, const Job& job,
+                                   std::vector<std::string> args)
+{
+    std::vector<std::string> all = base_args(ns_, job);
+    all.insert(all.end(), args.begin(), args.end());
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(body.c_str(), true), {}, all));
+    return to_fence(v);
+}
+
+Result<Fence> ControlPlane::renew(const Job& job) { return fenced(lua::kRenew, job, {}); }
+
+Result<Fence> ControlPlane::advance(const Job& job, const std::string& state, const Actor& actor)
+{
+    return fenced(lua::kAdvance, job, {state, actor.host, std::to_string(actor.pid), actor.name});
+}
+
+Result<Fence> ControlPlane::note_error(const Job& job, const std::string& error)
+{
+    return fenced(lua::kNoteError, job, {error});
+}
+
+Result<Fence> ControlPlane::fail(const Job& job, const std::string& error, const Actor& actor)
+{
+    return fenced(lua::kFail, job, {error, actor.host, std::to_string(actor.pid), actor.name});
+}
+
+Result<Fence> ControlPlane::finish(const Job& job, const std::string& checksum, long long bytes,
+                                   const Actor& actor)
+{
+    return fenced(lua::kFinish, job,
+                  {checksum, std::to_string(bytes), actor.host, std::to_string(actor.pid), actor.name});
+}
+
+Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms)
+{
+    return fenced(lua::kHandBack, job, {std::to_string(lease_ms + 1)});
+}
+
+Result<std::map<std::string, std::string>> ControlPlane::frame(const std::string& campaign,
+                                                               const std::string& expid,
+                                                               const std::string& camera)
+{
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"HGETALL", frame_key(campaign, expid, camera)}));
+    std::map<std::string, std::string> out;
+    for (const auto& [k, val] : v.pairs()) out[k] = val;
+    return out;
+}
+
+}  // namespace ex2d::service

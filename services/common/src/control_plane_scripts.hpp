@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// The Lua scripts of the control plane (docs/redis-schema.md). Fenced scripts take
+// ARGV = ns, stream, id, epoch, campaign, expid, camera, then their own arguments, and return
+// 1 (applied), -1 (stale epoch) or 0 (the job is no longer pending).
+
+namespace ex2d::service::lua {
+
+inline constexpr const char* kPrelude = R"LUA(
+local ns = ARGV[1]
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function pending(stream, id)
+  local p = redis.call('XPENDING', stream, 'readers', id, id, 1)
+  if #p == 0 then return nil, nil end
+  return tonumber(p[1][4]), p[1][2]
+end
+local function set_state(fkey, ekey, new, ts)
+  local old = redis.call('HGET', fkey, 'state')
+  if old ~= new then
+    if old then redis.call('HINCRBY', ekey, 'n_' .. old, -1) end
+    redis.call('HINCRBY', ekey, 'n_' .. new, 1)
+  end
+  redis.call('HSET', fkey, 'state', new, new .. '_at', ts, 'updated_at', ts)
+end
+local function event(kind, fkey, ts)
+  local f = redis.call('HMGET', fkey, 'job', 'campaign', 'night', 'expid', 'camera', 'output',
+                       'checksum', 'error')
+  redis.call('XADD', ns .. ':events', 'MAXLEN', '~', '100000', '*', 'type', kind,
+             'job', f[1] or '', 'campaign', f[2] or '', 'night', f[3] or '', 'expid', f[4] or '',
+             'camera', f[5] or '', 'output', f[6] or '', 'checksum', f[7] or '',
+             'error', f[8] or '', 'ts', ts)
+end
+local function exposure_check(ekey, ts)
+  local h = redis.call('HMGET', ekey, 'nframes', 'n_done', 'n_failed', 'n_dead', 'state',
+                       'campaign', 'night', 'expid')
+  local n = tonumber(h[1] or '0')
+  local done = tonumber(h[2] or '0')
+  local bad = tonumber(h[3] or '0') + tonumber(h[4] or '0')
+  if n > 0 and done + bad >= n and h[5] == 'active' then
+    local st = 'done'
+    if bad > 0 then st = 'done_with_errors' end
+    redis.call('HSET', ekey, 'state', st, 'done_at', ts)
+    redis.call('XADD', ns .. ':events', 'MAXLEN', '~', '100000', '*', 'type', 'exposure_done',
+               'campaign', h[6] or '', 'night', h[7] or '', 'expid', h[8] or '', 'state', st,
+               'ts', ts)
+  end
+end
+local stream, id, epoch = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local fkey = ns .. ':frame:' .. ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7]
+local ekey = ns .. ':exposure:' .. ARGV[5] .. ':' .. ARGV[6]
+local ts = now()
+)LUA";
+
+// Fence check shared by every script that acts for a holder.
+inline constexpr const char* kFence = R"LUA(
+local count, consumer = pending(stream, id)
+if not count then return 0 end
+if count ~= epoch then return -1 end
+)LUA";
+
+// take: ARGV[8..10] = host, pid, process. Returns the delivery count (the new epoch) or 0.
+inline constexpr const char* kTake = R"LUA(
+local count = pending(stream, id)
+if not count then return 0 end
+set_state(fkey, ekey, 'reading', ts)
+redis.call('HSET', fkey, 'attempt', count, 'stream_id', id, 'host', ARGV[8], 'pid', ARGV[9],
+           'process', ARGV[10])
+return count
+)LUA";
+
+inline constexpr const char* kRenew = R"LUA(
+redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'JUSTID')
+return 1
+)LUA";
+
+// advance: ARGV[8..11] = state, host, pid, process.
+inline constexpr const char* kAdvance = R"LUA(
+redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'JUSTID')
+set_state(fkey, ekey, ARGV[8], ts)
+redis.call('HSET', fkey, 'host', ARGV[9], 'pid', ARGV[10], 'process', ARGV[11], 'attempt', epoch)
+return 1
+)LUA";
+
+// note_error: ARGV[8] = error.
+inline constexpr const char* kNoteError = R"LUA(
+redis.call('HSET', fkey, 'error', ARGV[8], 'updated_at', ts)
+return 1
+)LUA";
+
+// hand_back: ARGV[8] = idle time to set (ms), past the lease.
+inline constexpr const char* kHandBack = R"LUA(
+redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'IDLE', ARGV[8], 'JUSTID')
+set_state(fkey, ekey, 'queued', ts)
+return 1
+)LUA";
+
+// fail: ARGV[8..11] = error, host, pid, process.
+inline constexpr const char* kFail = R"LUA(
+redis.call('XACK', stream, 'readers', id)
+set_state(fkey, ekey, 'failed', ts)
+redis.call('HSET', fkey, 'error', ARGV[8], 'host', ARGV[9], 'pid', ARGV[10], 'process', ARGV[11])
+event('frame_failed', fkey, ts)
+exposure_check(ekey, ts)
+return 1
+)LUA";
+
+// finish: ARGV[8..12] = checksum, bytes, host, pid, process.
+inline constexpr const char* kFinish = R"LUA(
+redis.call('XACK', stream, 'readers', id)
+set_state(fkey, ekey, 'done', ts)
+redis.call('HSET', fkey, 'checksum', ARGV[8], 'bytes', ARGV[9], 'host', ARGV[10], 'pid', ARGV[11],
+           'process', ARGV[12], 'error', '')
+event('frame_done', fkey, ts)
+exposure_check(ekey, ts)
+return 1
+)LUA";
+
+// dead: ARGV[8] = max_deliveries. The caller has just claimed the entry (count = epoch).
+inline constexpr const char* kDead = R"LUA(
+local entry = redis.call('XRANGE', stream, id, id)
+local last = redis.call('HGET', fkey, 'error')
+local reason = 'delivered ' .. count .. ' times (max_deliveries ' .. ARGV[8] ..
+               ') without finishing'
+if last and last ~= '' then reason = reason .. '; last error: ' .. last end
+local args = {ns .. ':dead', '*'}
+if #entry > 0 then
+  for _, v in ipairs(entry[1][2]) do table.insert(args, v) end
+end
+for _, v in ipairs({'reason', reason, 'attempts', tostring(count), 'stream', stream,
+                    'stream_id', id, 'dead_at', tostring(ts)}) do
+  table.insert(args, v)
+end
+redis.call('XADD', unpack(args))
+redis.call('XACK', stream, 'readers', id)
+set_state(fkey, ekey, 'dead', ts)
+redis.call('HSET', fkey, 'error', reason)
+event('frame_dead', fkey, ts)
+exposure_check(ekey, ts)
+return 1
+)LUA";
+
+// submit: ARGV[2] = stream, ARGV[3] unused, ARGV[4] = force (0/1), ARGV[5..7] as usual,
+// ARGV[8] = lane, ARGV[9] = night, ARGV[10..] = the job's field/value pairs.
+inline constexpr const char* kSubmit = R"LUA(
+local old = redis.call('HGET', fkey, 'state')
+if old and old ~= 'failed' and old ~= 'dead' and old ~= 'cancelled' then
+  if old ~= 'done' or ARGV[4] ~= '1' then return 0 end
+end
+if not old then redis.call('HINCRBY', ekey, 'nframes', 1) end
+redis.call('HSETNX', ekey, 'submitted_at', ts)
+redis.call('HSET', ekey, 'campaign', ARGV[5], 'expid', ARGV[6], 'lane', ARGV[8], 'night', ARGV[9],
+           'state', 'active')
+local member = ARGV[5] .. ':' .. ARGV[6]
+redis.call('ZADD', ns .. ':exposures', 'NX', ts, member)
+redis.call('SADD', ns .. ':night:' .. ARGV[9], member)
+local fields = {}
+for i = 10, #ARGV do table.insert(fields, ARGV[i]) end
+local sid = redis.call('XADD', stream, '*', unpack(fields))
+redis.call('HSET', fkey, unpack(fields))
+redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'error', '', 'checksum', '',
+           'queued_at', ts)
+set_state(fkey, ekey, 'queued', ts)
+return 1
+)LUA";
+
+}  // namespace ex2d::service::lua

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/service/metrics.hpp"
+
+#include <map>
+#include <mutex>
+
+#include <prometheus/text_serializer.h>
+
+namespace ex2d::service {
+
+struct Metrics::Cache {
+    std::mutex mutex;
+    std::map<std::string, prometheus::Counter*> frames, bytes, dropped, leases;
+    std::map<std::string, prometheus::Histogram*> stage;
+    std::map<std::string, prometheus::Gauge*> queue_depth;
+};
+
+namespace {
+
+/// Seconds, from a 10 ms decode to a 5 min extraction.
+const prometheus::Histogram::BucketBoundaries kStageBuckets = {
+    0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300};
+
+/// The family's metric for one label value, added on first use and then taken from `cache`.
+template <typename T, typename... Args>
+T& cached(std::mutex& mutex, std::map<std::string, T*>& cache, prometheus::Family<T>& family,
+          const char* label, const std::string& value, Args&&... args)
+{
+    std::lock_guard<std::mutex> lock(mutex);
+    T*& metric = cache[value];
+    if (metric == nullptr) metric = &family.Add({{label, value}}, std::forward<Args>(args)...);
+    return *metric;
+}
+
+}  // namespace
+
+Metrics::Metrics(const std::string& role)
+    : role_(role),
+      registry_(std::make_shared<prometheus::Registry>()),
+      cache_(std::make_shared<Cache>())
+{
+    // role is a constant label of every family, so each series carries it.
+    const prometheus::Labels role_label = {{"role", role}};
+    auto& registry = *registry_;
+    frames_ = &prometheus::BuildCounter()
+                   .Name("ex2d_frames_total")
+                   .Help("Frames this process moved into a state")
+                   .Labels(role_label)
+                   .Register(registry);
+    stage_ = &prometheus::BuildHistogram()
+                  .Name("ex2d_stage_seconds")
+                  .Help("Duration of one stage of a frame's processing, seconds")
+                  .Labels(role_label)
+                  .Register(registry);
+    bytes_ = &prometheus::BuildCounter()
+                  .Name("ex2d_bytes_total")
+                  .Help("Bytes sent or received over ZeroMQ")
+                  .Labels(role_label)
+                  .Register(registry);
+    dropped_ = &prometheus::BuildCounter()
+                    .Name("ex2d_messages_dropped_total")
+                    .Help("Invalid messages dropped, by reason")
+                    .Labels(role_label)
+                    .Register(registry);
+    leases_ = &prometheus::BuildCounter()
+                   .Name("ex2d_leases_total")
+                   .Help("Lease events: renewed, expired, lost")
+                   .Labels(role_label)
+                   .Register(registry);
+    queue_depth_ = &prometheus::BuildGauge()
+                        .Name("ex2d_queue_depth")
+                        .Help("Jobs waiting in a lane's streams")
+                        .Labels(role_label)
+                        .Register(registry);
+    reconnects_ = &prometheus::BuildCounter()
+                       .Name("ex2d_redis_reconnects_total")
+                       .Help("Reconnections to Redis")
+                       .Labels(role_label)
+                       .Register(registry)
+                       .Add({});
+    in_memory_ = &prometheus::BuildGauge()
+                      .Name("ex2d_frames_in_memory")
+                      .Help("Frames this process holds in memory")
+                      .Labels(role_label)
+                      .Register(registry)
+                      .Add({});
+    device_memory_ = &prometheus::BuildGauge()
+                          .Name("ex2d_device_memory_bytes")
+                          .Help("Device memory held by the worker's backend, bytes")
+                          .Labels(role_label)
+                          .Register(registry)
+                          .Add({});
+    ready_ = &prometheus::BuildGauge()
+                  .Name("ex2d_up")
+                  .Help("1 while the process is ready, 0 while starting or draining")
+                  .Labels(role_label)
+                  .Register(registry)
+                  .Add({});
+    prometheus::BuildGauge()
+        .Name("ex2d_build_info")
+        .Help("Build of this process; the value is always 1")
+        .Register(registry)
+        .Add({{"version", EX2D_VERSION}})
+        .Set(1);
+}
+
+std::string Metrics::serialize() const
+{
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+prometheus::Counter& Metrics::frames(const std::string& state)
+{
+    return cached(cache_->mutex, cache_->frames, *frames_, "state", state);
+}
+
+prometheus::Histogram& Metrics::stage_seconds(const std::string& stage)
+{
+    return cached(cache_->mutex, cache_->stage, *stage_, "stage", stage, kStageBuckets);
+}
+
+prometheus::Counter& Metrics::bytes(const std::string& direction)
+{
+    return cached(cache_->mutex, cache_->bytes, *bytes_, "direction", direction);
+}
+
+prometheus::Counter& Metrics::messages_dropped(const std::string& reason)
+{
+    return cached(cache_->mutex, cache_->dropped, *dropped_, "reason", reason);
+}
+
+prometheus::Counter& Metrics::leases(const std::string& event)
+{
+    return cached(cache_->mutex, cache_->leases, *leases_, "event", event);
+}
+
+prometheus::Gauge& Metrics::queue_depth(const std::string& lane)
+{
+    return cached(cache_->mutex, cache_->queue_depth, *queue_depth_, "lane", lane);
+}
+
+prometheus::Counter& Metrics::redis_reconnects() { return *reconnects_; }
+
+prometheus::Gauge& Metrics::frames_in_memory() { return *in_memory_; }
+
+prometheus::Gauge& Metrics::device_memory_bytes() { return *device_memory_; }
+
+prometheus::Gauge& Metrics::ready() { return *ready_; }
+
+}  // namespace ex2d::service

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/service/redis_client.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <hiredis/hiredis.h>
+
+#include "ex2d/logging.hpp"
+#include "ex2d/service/config.hpp"
+
+namespace ex2d::service {
+
+long long RedisValue::as_int(long long fallback) const
+{
+    if (type == Type::integer) return integer;
+    if (type == Type::string || type == Type::status) {
+        try {
+            std::size_t used = 0;
+            const long long v = std::stoll(str, &used);
+            if (used == str.size()) return v;
+        } catch (const std::exception&) {
+        }
+    }
+    return fallback;
+}
+
+std::vector<std::pair<std::string, std::string>> RedisValue::pairs() const
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+        const RedisValue& v = elements[i + 1];
+        out.emplace_back(elements[i].str,
+                         v.type == Type::integer ? std::to_string(v.integer) : v.str);
+    }
+    return out;
+}
+
+namespace {
+
+RedisValue convert(const redisReply* reply)
+{
+    RedisValue v;
+    switch (reply->type) {
+    case REDIS_REPLY_INTEGER:
+        v.type = RedisValue::Type::integer;
+        v.integer = reply->integer;
+        break;
+    case REDIS_REPLY_STRING:
+        v.type = RedisValue::Type::string;
+        v.str.assign(reply->str, reply->len);
+        break;
+    case REDIS_REPLY_STATUS:
+        v.type = RedisValue::Type::status;
+        v.str.assign(reply->str, reply->len);
+        break;
+    case REDIS_REPLY_ERROR:
+        v.type = RedisValue::Type::error;
+        v.str.assign(reply->str, reply->len);
+        break;
+    case REDIS_REPLY_ARRAY:
+        v.type = RedisValue::Type::array;
+        for (std::size_t i = 0; i < reply->elements; ++i) v.elements.push_back(convert(reply->element[i]));
+        break;
+    default:
+        v.type = RedisValue::Type::nil;
+    }
+    return v;
+}
+
+std::string sha1_of_script(RedisClient& client, const std::string& script)
+{
+    // Scripts are few and fixed: remember their SHA per text (SCRIPT LOAD is idempotent).
+    static std::mutex mutex;
+    static std::map<std::string, std::string> known;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = known.find(script);
+        if (it != known.end()) return it->second;
+    }
+    auto loaded = client.command({"SCRIPT", "LOAD", script});
+    if (!loaded.is_ok() || loaded.value().is_error()) return {};
+    std::lock_guard<std::mutex> lock(mutex);
+    known[script] = loaded.value().str;
+    return loaded.value().str;
+}
+
+}  // namespace
+
+RedisClient::RedisClient(RedisOptions options, std::function<bool()> keep_trying)
+    : options_(std::move(options)), keep_trying_(std::move(keep_trying))
+{
+}
+
+RedisClient::~RedisClient() { drop_connection(); }
+
+void RedisClient::drop_connection()
+{
+    if (context_) redisFree(context_);
+    context_ = nullptr;
+}
+
+Status RedisClient::connect_once()
+{
+    drop_connection();
+    const timeval timeout{options_.timeout_ms / 1000, (options_.timeout_ms % 1000) * 1000};
+    context_ = redisConnectWithTimeout(options_.host.c_str(), options_.port, timeout);
+    if (!context_ || context_->err) {
+        const std::string why = context_ ? context_->errstr : "cannot allocate a context";
+        drop_connection();
+        return Status::io("redis " + options_.host + ":" + std::to_string(options_.port) + ": " + why);
+    }
+    redisSetTimeout(context_, timeout);
+    if (!options_.password.empty()) {
+        std::vector<std::string> auth = {"AUTH"};
+        if (!options_.user.empty()) auth.push_back(options_.user);
+        auth.push_back(options_.password);
+        std::vector<const char*> argv;
+        std::vector<std::size_t> lens;
+        for (const auto& a : auth) {
+            argv.push_back(a.data());
+            lens.push_back(a.size());
+        }
+        auto* reply = static_cast<redisReply*>(
+            redisCommandArgv(context_, int(argv.size()), argv.data(), lens.data()));
+        const bool ok = reply && reply->type != REDIS_REPLY_ERROR;
+        const std::string err = reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no reply";
+        if (reply) freeReplyObject(reply);
+        if (!ok) {
+            drop_connection();
+            // The password never appears in the message.
+            return Status::invalid("redis " + options_.host + ":" + std::to_string(options_.port) +
+                                   ": authentication failed for user '" +
+                                   (options_.user.empty() ? "default" : options_.user) + "': " + err);
+        }
+    }
+    if (ever_connected_) {
+        ++reconnects_;
+        if (on_reconnect_) on_reconnect_();
+    }
+    ever_connected_ = true;
+    return Status::ok();
+}
+
+Status RedisClient::ensure_connected()
+{
+    if (context_) return Status::ok();
+    auto backoff = std::chrono::milliseconds(100);
+    for (int attempt = 0;; ++attempt) {
+        Status s = connect_once();
+        if (s.is_ok() || s.code() == StatusCode::invalid_argument) return s;
+        if (attempt == 0 || attempt % 10 == 0) {
+            logger()->warn("redis unreachable, retrying in {} ms: {}", backoff.count(), s.message());
+        }
+        if (keep_trying_ && !keep_trying_()) return s;
+        if (!keep_trying_ && attempt >= 3) return s;
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    }
+}
+
+Result<RedisValue> RedisClient::command(const std::vector<std::string>& args)
+{
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    for (;;) {
+        EX2D_RETURN_NOT_OK(ensure_connected());
+        auto* reply = static_cast<redisReply*>(
+            redisCommandArgv(context_, int(argv.size()), argv.data(), lens.data()));
+        if (reply) {
+            RedisValue value = convert(reply);
+            freeReplyObject(reply);
+            return value;
+        }
+        // The connection broke: the command may or may not have run. Every caller's command
+        // is safe to repeat (scripts check state and epoch first), so it is sent again.
+        logger()->warn("redis connection lost during {}: {}", args.empty() ? "" : args[0],
+                       context_ && context_->errstr[0] ? context_->errstr : "no reply");
+        drop_connection();
+        if (keep_trying_ && !keep_trying_()) return Status::io("redis: connection lost");
+    }
+}
+
+Result<RedisValue> RedisClient::eval(const std::string& script, const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args)
+{
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const std::string sha = sha1_of_script(*this, script);
+        std::vector<std::string> cmd;
+        if (sha.empty()) {
+            cmd = {"EVAL", script};
+        } else {
+            cmd = {"EVALSHA", sha};
+        }
+        cmd.push_back(std::to_string(keys.size()));
+        cmd.insert(cmd.end(), keys.begin(), keys.end());
+        cmd.insert(cmd.end(), args.begin(), args.end());
+        EX2D_ASSIGN_OR_RETURN(RedisValue value, command(cmd));
+        if (value.is_error() && value.str.rfind("NOSCRIPT", 0) == 0) {
+            // Redis restarted without our scripts: load again (SCRIPT LOAD returns the same SHA).
+            (void)command({"SCRIPT", "LOAD", script});
+            continue;
+        }
+        return value;
+    }
+    return Status::io("redis: script could not be loaded");
+}
+
+Result<RedisOptions> redis_options_from_config(const Config& config)
+{
+    RedisOptions o;
+    o.host = config.get_string("redis.host");
+    o.port = int(config.get_int("redis.port"));
+    o.user = config.get_string("redis.user");
+    o.timeout_ms = int(config.get_int("redis.timeout_ms"));
+    o.password = config.get_string("redis.password");
+    const std::string file = config.get_string("redis.password_file");
+    if (!file.empty()) {
+        std::ifstream in(file);
+        if (!in) return Status::io(file + ": cannot read the Redis password file (redis.password_file)");
+        std::getline(in, o.password);
+        while (!o.password.empty() && (o.password.back() == '\r' || o.password.back() == ' ')) {
+            o.password.pop_back();
+        }
+    }
+    return o;
+}
+
+Status check_redis_durability(RedisClient& redis)
+{
+    EX2D_ASSIGN_OR_RETURN(RedisValue info, redis.command({"INFO", "server"}));
+    const auto pos = info.str.find("redis_version:");
+    if (pos != std::string::npos) {
+        const int major = std::atoi(info.str.c_str() + pos + 14);
+        if (major < 7) {
+            return Status::invalid("redis: version " + info.str.substr(pos + 14, 8) +
+                                   " is older than 7.0, which the queue needs (XAUTOCLAIM, lag)");
+        }
+    }
+    auto get = [&](const std::string& key) -> Result<std::string> {
+        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.command({"CONFIG", "GET", key}));
+        if (v.is_error()) return Status::invalid("redis: CONFIG GET " + key + ": " + v.str);
+        if (v.elements.size() < 2) return Status::invalid("redis: CONFIG GET " + key + ": no value");
+        return v.elements[1].str;
+    };
+    EX2D_ASSIGN_OR_RETURN(std::string aof, get("appendonly"));
+    if (aof != "yes") {
+        return Status::invalid("redis: appendonly is '" + aof +
+                               "': acknowledged work would be lost on a restart (set appendonly "
+                               "yes, or redis.allow_unsafe true for tests)");
+    }
+    EX2D_ASSIGN_OR_RETURN(std::string policy, get("maxmemory-policy"));
+    if (policy != "noeviction") {
+        return Status::invalid("redis: maxmemory-policy is '" + policy +
+                               "': Redis could evict queued jobs (set noeviction, or "
+                               "redis.allow_unsafe true for tests)");
+    }
+    return Status::ok();
+}
+
+}  // namespace ex2d::service

@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/service/wire.hpp"
+
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include <xxhash.h>
+
+#include "ex2d/status.hpp"
+
+namespace ex2d::wire {
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = sizeof(MessageHeader);
+constexpr std::size_t kChecksummedBytes = offsetof(MessageHeader, header_checksum);
+constexpr std::size_t kFileBlock = std::size_t(1) << 20;
+
+std::uint64_t header_checksum_of(const void* header_bytes)
+{
+    return XXH3_64bits(header_bytes, kChecksummedBytes);
+}
+
+/// Runs when ZeroMQ releases an array part, possibly on its I/O thread: dropping the
+/// shared_ptr copy is the only thing it does, and shared_ptr's count is thread-safe.
+void release_owner(void* /*data*/, void* hint)
+{
+    delete static_cast<std::shared_ptr<const void>*>(hint);
+}
+
+/// Byte count a descriptor describes, or nullopt when it is invalid or overflows size_t.
+std::optional<std::size_t> descriptor_bytes(const PartDescriptor& d)
+{
+    const std::size_t element = dtype_size(DType(d.dtype));
+    if (element == 0 || (d.ndim != 1 && d.ndim != 2)) {
+        return std::nullopt;
+    }
+    std::size_t bytes = element;
+    for (int k = 0; k < d.ndim; ++k) {
+        if (d.shape[k] < 0) {
+            return std::nullopt;
+        }
+        const auto dim = static_cast<std::size_t>(d.shape[k]);
+        if (dim != 0 && bytes > std::numeric_limits<std::size_t>::max() / dim) {
+            return std::nullopt;
+        }
+        bytes *= dim;
+    }
+    return bytes;
+}
+
+void copy_id(char* field, std::size_t field_size, const std::string& id, const char* what)
+{
+    // The field must keep a terminating NUL, so that decode can find where the id ends.
+    if (id.size() >= field_size) {
+        throw Error(std::string("wire::encode: ") + what + " '" + id + "' is longer than " +
+                    std::to_string(field_size - 1) + " characters");
+    }
+    std::memcpy(field, id.data(), id.size());
+}
+
+PartDescriptor describe(const ArrayPart& array, std::size_t index)
+{
+    const std::string where = "wire::encode: array " + std::to_string(index) + ": ";
+    if (dtype_size(array.dtype) == 0) {
+        throw Error(where + "unknown dtype " + std::to_string(int(array.dtype)));
+    }
+    if (array.shape.size() != 1 && array.shape.size() != 2) {
+        throw Error(where + "shape has " + std::to_string(array.shape.size()) +
+                    " dimensions, expected 1 or 2");
+    }
+    PartDescriptor d;
+    d.dtype = static_cast<std::uint8_t>(array.dtype);
+    d.ndim = static_cast<std::uint8_t>(array.shape.size());
+    for (std::size_t k = 0; k < array.shape.size(); ++k) {
+        if (array.shape[k] < 0) {
+            throw Error(where + "negative dimension " + std::to_string(array.shape[k]));
+        }
+        d.shape[k] = array.shape[k];
+    }
+    const auto expected = descriptor_bytes(d);
+    if (!expected || *expected != array.nbytes) {
+        throw Error(where + std::to_string(array.nbytes) + " bytes do not match dtype x shape");
+    }
+    if (array.data == nullptr && array.nbytes != 0) {
+        throw Error(where + "no data for " + std::to_string(array.nbytes) + " bytes");
+    }
+    return d;
+}
+
+zmq::message_t attach(const ArrayPart& array)
+{
+    if (!array.owner) {
+        // Nothing would keep the bytes alive once encode returns, so they must be copied.
+        return zmq::message_t(array.data, array.nbytes);
+    }
+    auto* hint = new std::shared_ptr<const void>(array.owner);
+    try {
+        return zmq::message_t(const_cast<void*>(array.data), array.nbytes, &release_owner, hint);
+    } catch (...) {
+        delete hint;
+        throw;
+    }
+}
+
+std::optional<IncomingMessage> reject(DecodeError& error, const char* reason, std::string detail)
+{
+    error.reason = reason;
+    error.detail = std::move(detail);
+    return std::nullopt;
+}
+
+bool nul_terminated(const char* field, std::size_t size)
+{
+    return std::memchr(field, '\0', size) != nullptr;
+}
+
+}  // namespace
+
+std::size_t dtype_size(DType dtype)
+{
+    switch (dtype) {
+    case DType::u8: return 1;
+    case DType::i32: return 4;
+    case DType::u32: return 4;
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
+    }
+    return 0;
+}
+
+std::uint64_t checksum64(const void* data, std::size_t size)
+{
+    return XXH3_64bits(data, size);
+}
+
+std::string hex64(std::uint64_t value)
+{
+    char text[17];
+    std::snprintf(text, sizeof(text), "%016" PRIx64, value);
+    return text;
+}
+
+std::optional<std::uint64_t> file_checksum64(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
+        return std::nullopt;
+    }
+    std::vector<char> block(kFileBlock);
+    while (in) {
+        in.read(block.data(), std::streamsize(block.size()));
+        XXH3_64bits_update(state.get(), block.data(), std::size_t(in.gcount()));
+    }
+    if (in.bad()) {
+        return std::nullopt;
+    }
+    return XXH3_64bits_digest(state.get());
+}
+
+std::optional<std::string> file_checksum128(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) {
+        return std::nullopt;
+    }
+    std::vector<char> block(kFileBlock);
+    while (in) {
+        in.read(block.data(), std::streamsize(block.size()));
+        XXH3_128bits_update(state.get(), block.data(), std::size_t(in.gcount()));
+    }
+    if (in.bad()) {
+        return std::nullopt;
+    }
+    const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
+    return hex64(hash.high64) + hex64(hash.low64);
+}
+
+std::vector<zmq::message_t> encode(const OutgoingMessage& message)
+{
+    if (message.arrays.size() > kMaxParts) {
+        throw Error("wire::encode: " + std::to_string(message.arrays.size()) +
+                    " arrays, at most " + std::to_string(kMaxParts));
+    }
+    MessageHeader header;
+    header.type = static_cast<std::uint16_t>(message.type);
+    header.nparts = static_cast<std::uint32_t>(message.arrays.size());
+    header.epoch = message.epoch;
+    copy_id(header.job_id, sizeof(header.job_id), message.job_id, "job_id");
+    copy_id(header.stream_id, sizeof(header.stream_id), message.stream_id, "stream_id");
+
+    const std::string meta = message.meta.dump();
+    header.meta_bytes = meta.size();
+    header.meta_checksum = checksum64(meta.data(), meta.size());
+
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
+        throw Error("wire::encode: cannot allocate an XXH3 state");
+    }
+    for (std::size_t i = 0; i < message.arrays.size(); ++i) {
+        const ArrayPart& array = message.arrays[i];
+        header.parts[i] = describe(array, i);
+        XXH3_64bits_update(state.get(), array.data, array.nbytes);
+    }
+    header.payload_checksum = XXH3_64bits_digest(state.get());
+    header.header_checksum = header_checksum_of(&header);
+
+    std::vector<zmq::message_t> parts;
+    parts.reserve(message.arrays.size() + 2);
+    parts.emplace_back(&header, kHeaderBytes);
+    parts.emplace_back(meta.data(), meta.size());
+    for (const ArrayPart& array : message.arrays) {
+        parts.push_back(attach(array));
+    }
+    return parts;
+}
+
+std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error)
+{
+    if (parts.size() < 2) {
+        return reject(error, "part_count",
+                      std::to_string(parts.size()) + " parts, expected at least 2");
+    }
+    if (parts[0].size() != kHeaderBytes) {
+        return reject(error, "header_size",
+                      "header part has " + std::to_string(parts[0].size()) + " bytes");
+    }
+    // Copied out: received bytes need not be aligned for the struct's integer fields.
+    MessageHeader header;
+    std::memcpy(&header, parts[0].data(), kHeaderBytes);
+    if (std::memcmp(header.magic, "EX2D", 4) != 0) {
+        return reject(error, "bad_magic", "header does not start with EX2D");
+    }
+    if (header.version != kProtocolVersion) {
+        return reject(error, "wrong_version",
+                      "protocol version " + std::to_string(header.version) + ", expected " +
+                          std::to_string(kProtocolVersion));
+    }
+    const std::uint64_t header_sum = header_checksum_of(parts[0].data());
+    if (header_sum != header.header_checksum) {
+        return reject(error, "header_checksum",
+                      "header checksum " + hex64(header.header_checksum) + ", computed " +
+                          hex64(header_sum));
+    }
+    if (header.header_size != kHeaderBytes) {
+        return reject(error, "header_size",
+                      "header_size field is " + std::to_string(header.header_size));
+    }
+    if (header.type < 1 || header.type > 4) {
+        return reject(error, "bad_type", "message type " + std::to_string(header.type));
+    }
+    if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {
+        return reject(error, "part_count",
+                      std::to_string(parts.size()) + " parts for nparts " +
+                          std::to_string(header.nparts));
+    }
+    const zmq::message_t& meta_part = parts[1];
+    if (meta_part.size() != header.meta_bytes ||
+        checksum64(meta_part.data(), meta_part.size()) != header.meta_checksum) {
+        return reject(error, "meta_checksum",
+                      "meta part of " + std::to_string(meta_part.size()) +
+                          " bytes does not match its size or checksum");
+    }
+    for (std::size_t i = 0; i < header.nparts; ++i) {
+        const auto expected = descriptor_bytes(header.parts[i]);
+        if (!expected || *expected != parts[i + 2].size()) {
+            return reject(error, "part_size",
+                          "array " + std::to_string(i) + " has " +
+                              std::to_string(parts[i + 2].size()) +
+                              " bytes, which its dtype and shape do not describe");
+        }
+    }
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
+        return reject(error, "payload_checksum", "cannot allocate an XXH3 state");
+    }
+    for (std::size_t i = 2; i < parts.size(); ++i) {
+        XXH3_64bits_update(state.get(), parts[i].data(), parts[i].size());
+    }
+    const std::uint64_t payload_sum = XXH3_64bits_digest(state.get());
+    if (payload_sum != header.payload_checksum) {
+        return reject(error, "payload_checksum",
+                      "payload checksum " + hex64(header.payload_checksum) + ", computed " +
+                          hex64(payload_sum));
+    }
+    const auto* meta_begin = static_cast<const char*>(meta_part.data());
+    nlohmann::json meta =
+        nlohmann::json::parse(meta_begin, meta_begin + meta_part.size(), nullptr, false);
+    if (meta.is_discarded() || !meta.is_object()) {
+        return reject(error, "malformed", "meta is not a JSON object");
+    }
+    if (!nul_terminated(header.job_id, sizeof(header.job_id)) ||
+        !nul_terminated(header.stream_id, sizeof(header.stream_id))) {
+        return reject(error, "malformed", "job_id or stream_id is not NUL-terminated");
+    }
+
+    IncomingMessage message;
+    message.header = header;
+    message.type = MessageType(header.type);
+    message.epoch = header.epoch;
+    message.job_id = header.job_id;
+    message.stream_id = header.stream_id;
+    message.meta = std::move(meta);
+    message.parts.reserve(header.nparts);
+    for (std::size_t i = 2; i < parts.size(); ++i) {
+        message.parts.push_back(std::move(parts[i]));
+    }
+    return message;
+}
+
+void IncomingMessage::expect_dtype(std::size_t i, DType expected) const
+{
+    if (i >= parts.size() || i >= kMaxParts) {
+        throw Error("wire: array " + std::to_string(i) + " does not exist (" +
+                    std::to_string(parts.size()) + " arrays)");
+    }
+    if (dtype(i) != expected) {
+        throw Error("wire: array " + std::to_string(i) + " has dtype " +
+                    std::to_string(int(dtype(i))) + ", expected " +
+                    std::to_string(int(expected)));
+    }
+}
+
+std::size_t IncomingMessage::count(std::size_t i) const
+{
+    const zmq::message_t& part = parts.at(i);
+    const std::size_t element = i < kMaxParts ? dtype_size(dtype(i)) : 0;
+    if (element == 0) {
+        throw Error("wire: array " + std::to_string(i) + " has an unknown dtype");
+    }
+    return part.size() / element;
+}
+
+std::vector<double> IncomingMessage::to_f64(std::size_t i) const
+{
+    if (i < parts.size() && i < kMaxParts && dtype(i) == DType::f32) {
+        const std::vector<float> values = copy_array<float>(i);
+        return std::vector<double>(values.begin(), values.end());
+    }
+    if (i < parts.size() && i < kMaxParts && dtype(i) == DType::f64) {
+        return copy_array<double>(i);
+    }
+    expect_dtype(i, DType::f64);  // throws with the dtype that was sent
+    return {};
+}
+
+}  // namespace ex2d::wire

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "ex2d/service/zmq_util.hpp"
+
+#include <zmq_addon.hpp>
+
+namespace ex2d::service {
+
+void configure_socket(zmq::socket_t& socket, const Config& config, bool connecting)
+{
+    const int hwm = int(config.get_int("zmq.hwm"));
+    socket.set(zmq::sockopt::sndhwm, hwm);
+    socket.set(zmq::sockopt::rcvhwm, hwm);
+    socket.set(zmq::sockopt::linger, int(config.get_int("zmq.linger_ms")));
+    socket.set(zmq::sockopt::maxmsgsize, int64_t(config.get_int("zmq.max_message_bytes")));
+    socket.set(zmq::sockopt::heartbeat_ivl, int(config.get_int("zmq.heartbeat_ivl_ms")));
+    socket.set(zmq::sockopt::heartbeat_timeout, int(config.get_int("zmq.heartbeat_timeout_ms")));
+    socket.set(zmq::sockopt::heartbeat_ttl, int(config.get_int("zmq.heartbeat_timeout_ms")));
+    socket.set(zmq::sockopt::reconnect_ivl, 100);
+    socket.set(zmq::sockopt::reconnect_ivl_max, 5000);
+    // Queue nothing towards a peer that is not connected: a frame waits with its owner (and
+    // its lease) rather than in a pipe to a process that may never come.
+    if (connecting) socket.set(zmq::sockopt::immediate, 1);
+}
+
+std::string bind_socket(zmq::socket_t& socket, std::string address, const std::string& name)
+{
+    const auto pos = address.find("{name}");
+    if (pos != std::string::npos) address.replace(pos, 6, name);
+    socket.bind(address);
+    return socket.get(zmq::sockopt::last_endpoint);
+}
+
+bool try_send(zmq::socket_t& socket, std::vector<zmq::message_t>& parts)
+{
+    try {
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            auto flags = zmq::send_flags::dontwait;
+            if (i + 1 < parts.size()) flags = flags | zmq::send_flags::sndmore;
+            if (!socket.send(parts[i], flags)) {
+                // Only the first part can meet a full queue; later parts of a message follow it.
+                return false;
+            }
+        }
+    } catch (const zmq::error_t& e) {
+        if (e.num() == EHOSTUNREACH || e.num() == EAGAIN || e.num() == EINTR) return false;
+        throw;
+    }
+    return true;
+}
+
+std::optional<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket)
+{
+    std::vector<zmq::message_t> parts;
+    try {
+        auto received =
+            zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait);
+        if (!received) return std::nullopt;
+    } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) return std::nullopt;
+        throw;
+    }
+    return parts;
+}
+
+bool wait_readable(zmq::socket_t& socket, long timeout_ms)
+{
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+        return zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0;
+    } catch (const zmq::error_t& e) {
+        // SIGTERM interrupts the wait; the main loop then sees the stop request.
+        if (e.num() == EINTR) return false;
+        throw;
+    }
+}
+
+}  // namespace ex2d::service

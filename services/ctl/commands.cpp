@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// ex2dctl submit, requeue, drain, campaign and wait.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <thread>
+
+#include "ctl.hpp"
+#include "ex2d/service/frame_messages.hpp"
+#include "ex2d/synthetic_psf.hpp"
+
+namespace ex2d::ctl {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using service::Job;
+
+service::RedisValue must(Result<service::RedisValue> r)
+{
+    if (!r.is_ok()) throw CtlExit{3, r.status().message()};
+    if (r.value().is_error()) throw CtlExit{3, "redis: " + r.value().str};
+    return std::move(r).value();
+}
+
+json hash(Connection& c, const std::string& key)
+{
+    json out = json::object();
+    for (const auto& [k, v] : must(c.redis->command({"HGETALL", key})).pairs()) out[k] = v;
+    return out;
+}
+
+namespace {
+
+std::string fill(std::string text, const std::string& key, const std::string& value)
+{
+    for (auto pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos + value.size())) {
+        text.replace(pos, key.size(), value);
+    }
+    return text;
+}
+
+const std::regex kPreprocName(R"(preproc-([brz][0-9])-([0-9]{1,8})\.fits(\.gz|\.fz)?)");
+
+std::vector<std::string> preproc_files_in(const fs::path& dir, bool recursive)
+{
+    std::vector<std::string> files;
+    std::error_code ec;
+    auto take = [&](const fs::directory_entry& e) {
+        if (e.is_regular_file() && std::regex_match(e.path().filename().string(), kPreprocName)) {
+            files.push_back(fs::absolute(e.path()).string());
+        }
+    };
+    if (recursive) {
+        for (const auto& e : fs::recursive_directory_iterator(dir, ec)) take(e);
+    } else {
+        for (const auto& e : fs::directory_iterator(dir, ec)) take(e);
+    }
+    if (ec) throw CtlExit{2, dir.string() + ": cannot list: " + ec.message()};
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+Job job_for(const std::string& path, const SubmitArgs& a)
+{
+    const fs::path p = fs::absolute(path);
+    std::smatch m;
+    const std::string name = p.filename().string();
+    if (!std::regex_match(name, m, kPreprocName)) {
+        throw CtlExit{2, path + ": not named preproc-CAMERA-EXPID.fits[.gz]"};
+    }
+    Job job;
+    job.camera = m[1];
+    char expid[16];
+    std::snprintf(expid, sizeof expid, "%08ld", std::atol(m[2].str().c_str()));
+    job.expid = expid;
+    job.night = p.parent_path().parent_path().filename().string();
+    if (job.night.size() != 8 || job.night.find_first_not_of("0123456789") != std::string::npos) {
+        throw CtlExit{2, path + ": expected under .../NIGHT/EXPID/ with an 8-digit NIGHT"};
+    }
+    job.lane = a.lane;
+    job.campaign = a.lane == "nightly" ? "nightly" : a.campaign;
+    job.job = job.campaign + "/" + job.expid + "/" + job.camera;
+    job.preproc = p.string();
+    job.psf = fs::absolute(fill(fill(fill(a.psf_template, "{night}", job.night), "{expid}", job.expid),
+                                "{camera}", job.camera)).string();
+    std::string compression = a.compression;
+    if (compression == "env") {
+        const char* env = std::getenv("DESI_COMPRESSION");
+        compression = env && std::string(env) == "NONE" ? "none" : "gz";
+    }
+    job.output = (fs::absolute(a.output_root) / "exposures" / job.night / job.expid /
+                  ("frame-" + job.camera + "-" + job.expid + ".fits" + (compression == "gz" ? ".gz" : "")))
+                     .string();
+    ExtractionOptions opt;
+    const ArmDefaults arm = arm_defaults(parse_arm(job.camera).value());
+    if (a.wavelength == "auto") {
+        opt.wmin = arm.wmin;
+        opt.wmax = arm.wmax;
+        opt.dw = arm.dw;
+    } else if (std::sscanf(a.wavelength.c_str(), "%lf,%lf,%lf", &opt.wmin, &opt.wmax, &opt.dw) != 3) {
+        throw CtlExit{2, "--wavelength must be wmin,wmax,dw or auto, got '" + a.wavelength + "'"};
+    }
+    opt.psferr = a.psferr >= 0 ? a.psferr : arm.psferr;
+    opt.specmin = a.specmin;
+    opt.nspec = a.nspec;
+    job.options = service::options_to_json(opt);
+    return job;
+}
+
+}  // namespace
+
+int submit(Connection& c, const SubmitArgs& a)
+{
+    if (a.lane != "nightly" && a.lane != "campaign") throw CtlExit{2, "--lane must be nightly or campaign"};
+    if (a.lane == "campaign" && a.campaign.empty()) throw CtlExit{2, "--campaign is required for the campaign lane"};
+    if (a.lane == "campaign" && (a.campaign == "nightly" || a.campaign.find_first_of(":/ ") != std::string::npos)) {
+        throw CtlExit{2, "--campaign '" + a.campaign + "': a name without ':', '/', spaces, not 'nightly'"};
+    }
+    std::vector<std::string> files = a.preproc;
+    if (!a.exposure_dir.empty()) for (auto& f : preproc_files_in(a.exposure_dir, false)) files.push_back(f);
+    if (!a.night_dir.empty()) for (auto& f : preproc_files_in(a.night_dir, true)) files.push_back(f);
+    if (!a.tree.empty()) for (auto& f : preproc_files_in(a.tree, true)) files.push_back(f);
+    if (!a.list_file.empty()) {
+        std::ifstream in(a.list_file);
+        if (!in) throw CtlExit{2, a.list_file + ": cannot read"};
+        for (std::string line; std::getline(in, line);) {
+            if (!line.empty() && line[0] != '#') files.push_back(line);
+        }
+    }
+    if (files.empty()) throw CtlExit{2, "nothing to submit: no preproc files found"};
+    std::vector<Job> jobs;
+    for (const auto& f : files) jobs.push_back(job_for(f, a));  // every name checked before any is queued
+    std::string stream = c.plane->nightly_stream();
+    if (a.lane == "campaign") {
+        stream = c.plane->campaign_stream(a.campaign);
+        const std::string key = c.plane->key("campaign:" + a.campaign);
+        must(c.redis->command({"HSETNX", key, "state", "active"}));
+        must(c.redis->command({"HSETNX", key, "created_at", std::to_string(service::unix_ms())}));
+        must(c.redis->command({"SADD", c.plane->key("campaigns"), a.campaign}));
+        if (hash(c, key).value("state", "") == "active") {
+            must(c.redis->command({"SADD", c.plane->key("campaigns:active"), a.campaign}));
+        }
+    }
+    int queued = 0, skipped = 0;
+    json out = json::array();
+    for (auto& job : jobs) {
+        job.stream = stream;
+        auto r = c.plane->submit(job, a.force);
+        if (!r.is_ok()) throw CtlExit{3, r.status().message()};
+        r.value() ? ++queued : ++skipped;
+        out.push_back({{"job", job.job}, {"queued", r.value()}, {"output", job.output}});
+        if (!a.json && !r.value()) std::cout << "skipped " << job.job << ": already queued, running or done\n";
+    }
+    if (a.lane == "campaign") {
+        must(c.redis->command({"HINCRBY", c.plane->key("campaign:" + a.campaign), "nframes",
+                               std::to_string(queued)}));
+    }
+    if (a.json) {
+        std::cout << json{{"queued", queued}, {"skipped", skipped}, {"jobs", out}}.dump() << "\n";
+    } else {
+        std::cout << "queued " << queued << " frame(s), skipped " << skipped << ", lane " << a.lane
+                  << (a.lane == "campaign" ? " campaign " + a.campaign : "") << "\n";
+    }
+    return 0;
+}
+
+namespace {
+
+std::vector<std::string> frame_keys(Connection& c, const std::string& campaign, const std::string& expid)
+{
+    std::vector<std::string> keys;
+    std::string cursor = "0";
+    do {
+        auto r = must(c.redis->command({"SCAN", cursor, "MATCH",
+                                        c.plane->key("frame:" + campaign + ":" + expid + ":*"), "COUNT", "1000"}));
+        cursor = r.elements.at(0).str;
+        for (const auto& k : r.elements.at(1).elements) keys.push_back(k.str);
+    } while (cursor != "0");
+    std::sort(keys.begin(), keys.end());
+    return keys;
+}
+
+std::string expid8(const std::string& e)
+{
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08ld", std::atol(e.c_str()));
+    return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> exposure_frame_keys(Connection& c, const std::string& campaign,
+                                             const std::string& expid)
+{
+    return frame_keys(c, campaign, expid8(expid));
+}
+
+int requeue(Connection& c, const std::string& exposure, const std::string& campaign,
+            const std::string& night, bool as_json)
+{
+    std::vector<std::pair<std::string, std::string>> exposures;  // campaign, expid
+    if (!exposure.empty()) exposures.emplace_back(campaign, expid8(exposure));
+    if (!night.empty()) {
+        for (const auto& m : must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
+            const auto colon = m.str.rfind(':');
+            exposures.emplace_back(m.str.substr(0, colon), m.str.substr(colon + 1));
+        }
+    }
+    if (exposures.empty()) throw CtlExit{2, "requeue needs --exposure or --night"};
+    int count = 0;
+    json out = json::array();
+    for (const auto& [camp, expid] : exposures) {
+        for (const auto& key : frame_keys(c, camp, expid)) {
+            json h = hash(c, key);
+            const std::string state = h.value("state", "");
+            if (state != "failed" && state != "dead") continue;
+            std::vector<std::pair<std::string, std::string>> fields;
+            for (auto it = h.begin(); it != h.end(); ++it) fields.emplace_back(it.key(), it.value());
+            Job job = Job::from_fields(fields);
+            job.stream = job.lane == "campaign" ? c.plane->campaign_stream(job.campaign) : c.plane->nightly_stream();
+            auto r = c.plane->submit(job, false);
+            if (!r.is_ok()) throw CtlExit{3, r.status().message()};
+            if (r.value()) {
+                ++count;
+                out.push_back({{"job", job.job}, {"was", state}, {"error", h.value("error", "")}});
+                if (!as_json) std::cout << "requeued " << job.job << " (was " << state << ": " << h.value("error", "") << ")\n";
+            }
+        }
+    }
+    if (as_json) std::cout << json{{"requeued", count}, {"jobs", out}}.dump() << "\n";
+    else std::cout << "requeued " << count << " frame(s)\n";
+    return 0;
+}
+
+int drain(Connection& c, const std::string& name)
+{
+    if (must(c.redis->command({"EXISTS", c.plane->key("proc:" + name)})).as_int() != 1) {
+        throw CtlExit{2, "no live process named " + name + " (see ex2dctl workers)"};
+    }
+    must(c.redis->command({"SET", c.plane->key("drain:" + name), "1", "EX", "3600"}));
+    std::cout << "asked " << name << " to drain: it finishes or hands back its frames and exits\n";
+    return 0;
+}
+
+int campaign_action(Connection& c, const std::string& action, const std::string& name)
+{
+    const std::string key = c.plane->key("campaign:" + name);
+    if (must(c.redis->command({"SISMEMBER", c.plane->key("campaigns"), name})).as_int() != 1) {
+        throw CtlExit{2, "no campaign named " + name};
+    }
+    const std::string state = action == "pause" ? "paused" : action == "resume" ? "active" : "cancelled";
+    if (hash(c, key).value("state", "") == "cancelled" && action != "cancel") {
+        throw CtlExit{2, "campaign " + name + " is cancelled"};
+    }
+    must(c.redis->command({"HSET", key, "state", state, "updated_at", std::to_string(service::unix_ms())}));
+    if (state == "active") must(c.redis->command({"SADD", c.plane->key("campaigns:active"), name}));
+    else must(c.redis->command({"SREM", c.plane->key("campaigns:active"), name}));
+    std::cout << "campaign " << name << ": " << state
+              << (state == "active" ? "" : " (frames in flight finish; no new frame is read)") << "\n";
+    return 0;
+}
+
+int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign, double timeout_s)
+{
+    const std::string key = c.plane->exposure_key(campaign, expid8(exposure));
+    const auto start = std::chrono::steady_clock::now();
+    std::string last;
+    for (;;) {
+        json h = hash(c, key);
+        if (h.empty()) throw CtlExit{2, "no exposure " + key};
+        const std::string line = "exposure " + expid8(exposure) + " (" + campaign + "): " +
+                                 h.value("n_done", "0") + "/" + h.value("nframes", "0") + " done, " +
+                                 h.value("n_failed", "0") + " failed, " + h.value("n_dead", "0") + " dead";
+        if (line != last) {
+            std::cout << line << std::endl;
+            last = line;
+        }
+        const std::string state = h.value("state", "");
+        if (state == "done") return 0;
+        if (state == "done_with_errors") return 4;
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (timeout_s > 0 && waited > timeout_s) {
+            std::cerr << "ex2dctl: timed out after " << timeout_s << " s\n";
+            return 5;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+}
+
+}  // namespace ex2d::ctl

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "reader.hpp"
+
+#include "ex2d/logging.hpp"
+#include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/json_log.hpp"
+#include "ex2d/service/wire.hpp"
+#include "ex2d/service/zmq_util.hpp"
+#include "load_frame.hpp"
+
+namespace ex2d::reader {
+
+using service::Fence;
+using service::Job;
+
+namespace {
+
+service::LogContext log_context(const Job& job)
+{
+    return {job.job, job.night, job.expid, job.camera, job.epoch};
+}
+
+Clock::duration seconds(double s)
+{
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+Reader::Reader(service::ServiceContext& ctx)
+    : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, router_(zmq_context_, zmq::socket_type::router)
+{
+}
+
+Status Reader::start()
+{
+    const service::Config& cfg = ctx_.config();
+    EX2D_ASSIGN_OR_RETURN(service::RedisOptions options, service::redis_options_from_config(cfg));
+    redis_ = std::make_unique<service::RedisClient>(options, [this] {
+        ctx_.tick();
+        return !ctx_.stop_requested();
+    });
+    EX2D_RETURN_NOT_OK(redis_->connect_once());
+    redis_->on_reconnect([this] { ctx_.metrics().redis_reconnects().Increment(); });
+    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(service::check_redis_durability(*redis_));
+    plane_ = std::make_unique<service::ControlPlane>(*redis_, cfg.get_string("redis.namespace"));
+    EX2D_RETURN_NOT_OK(plane_->ensure_group(plane_->nightly_stream()));
+    lease_ms_ = (long long)(cfg.get_double("queue.lease_s") * 1000);
+
+    service::configure_socket(router_, cfg, false);
+    // Sending to a worker that has gone must fail loudly, so the frame stays here.
+    router_.set(zmq::sockopt::router_mandatory, 1);
+    std::string endpoint;
+    try {
+        endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
+    } catch (const zmq::error_t& e) {
+        return Status::invalid("zmq.bind " + cfg.get_string("zmq.bind") + ": " + e.what());
+    }
+    keeper_ = std::make_unique<service::Keeper>(ctx_);
+    keeper_->set_field("endpoint", endpoint);
+    EX2D_RETURN_NOT_OK(keeper_->start());
+
+    // A restart under the same name finishes its own pending jobs first (their epochs bumped).
+    EX2D_ASSIGN_OR_RETURN(std::vector<std::string> streams, plane_->lane_streams());
+    for (const auto& stream : streams) {
+        EX2D_ASSIGN_OR_RETURN(std::vector<Job> own, plane_->take_own_pending(stream, me_));
+        for (auto& job : own) {
+            logger()->info("re-delivering own pending job={} attempt={}", job.job, job.epoch);
+            keeper_->hold(job);
+            claimed_.push_back(std::move(job));
+        }
+    }
+    next_reap_ = Clock::now();
+    next_depth_ = Clock::now();
+    ctx_.set_ready(true);
+    logger()->info("reader ready endpoint={} prefetch={} lease_s={}", endpoint,
+                   cfg.get_int("reader.prefetch"), cfg.get_double("queue.lease_s"));
+    return Status::ok();
+}
+
+void Reader::receive_messages(long wait_ms)
+{
+    if (!service::wait_readable(router_, wait_ms)) return;
+    while (auto parts = service::try_recv(router_)) {
+        if (parts->empty()) continue;
+        std::string identity = parts->front().to_string();
+        parts->erase(parts->begin());
+        wire::DecodeError error;
+        auto message = wire::decode(std::move(*parts), error);
+        if (!message) {
+            ctx_.metrics().messages_dropped(error.reason).Increment();
+            logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
+            continue;
+        }
+        if (message->type != wire::MessageType::credit) {
+            ctx_.metrics().messages_dropped("bad_type").Increment();
+            logger()->warn("dropped message reason=bad_type detail=a reader only takes CREDIT");
+            continue;
+        }
+        credits_.push_back({std::move(identity), Clock::now()});
+    }
+}
+
+bool Reader::dispatch()
+{
+    bool sent_any = false;
+    while (!credits_.empty() && !ready_.empty()) {
+        Loaded& frame = ready_.front();
+        if (keeper_->lost(frame.job)) {
+            logger()->warn("dropping loaded frame job={} attempt={}: its lease was lost", frame.job.job,
+                           frame.job.epoch);
+            keeper_->release(frame.job);
+            ready_.pop_front();
+            continue;
+        }
+        std::vector<zmq::message_t> out;
+        out.emplace_back(credits_.front().identity);
+        std::size_t bytes = 0;
+        for (auto& p : frame.parts) {
+            bytes += p.size();
+            out.push_back(std::move(p));
+        }
+        if (!service::try_send(router_, out)) {
+            // The worker has gone (or its queue is full): its credit is void, the frame waits.
+            for (std::size_t i = 1; i < out.size(); ++i) frame.parts[i - 1] = std::move(out[i]);
+            credits_.pop_front();
+            continue;
+        }
+        service::ScopedLogContext lc(log_context(frame.job));
+        ctx_.metrics().bytes("sent").Increment(double(bytes));
+        ctx_.metrics().frames("sent").Increment();
+        ctx_.metrics().stage_seconds("queue_wait").Observe(
+            std::chrono::duration<double>(Clock::now() - frame.loaded_at).count());
+        logger()->info("frame sent to worker bytes={}", bytes);
+        // From here the worker renews the lease.
+        keeper_->release(frame.job);
+        credits_.pop_front();
+        ready_.pop_front();
+        ++frames_sent_;
+        sent_any = true;
+    }
+    return sent_any;
+}
+
+std::optional<Job> Reader::next_job()
+{
+    if (!claimed_.empty()) {
+        Job job = std::move(claimed_.front());
+        claimed_.pop_front();
+        return job;
+    }
+    auto streams = plane_->lane_streams();
+    if (!streams.is_ok()) return std::nullopt;
+    for (const auto& stream : streams.value()) {
+        auto job = plane_->take_new(stream, me_);
+        if (!job.is_ok()) {
+            logger()->warn("cannot read {}: {}", stream, job.status().message());
+            return std::nullopt;
+        }
+        if (job.value()) {
+            keeper_->hold(*job.value());
+            return std::move(*job.value());
+        }
+    }
+    return std::nullopt;
+}
+
+bool Reader::load_next()
+{
+    std::optional<Job> job = next_job();
+    if (!job) return false;
+    service::ScopedLogContext lc(log_context(*job));
+    logger()->info("reading preproc={} psf={}", job->preproc, job->psf);
+    auto inputs = load_frame(*job, ctx_.name());
+    if (!inputs.is_ok()) {
+        const std::string error = inputs.status().to_string();
+        logger()->error("frame failed: {}", error);
+        auto fence = plane_->fail(*job, error, me_);
+        if (fence.is_ok() && fence.value() != Fence::applied) {
+            logger()->warn("failure not recorded: {}", service::to_string(fence.value()));
+        }
+        ctx_.metrics().frames("failed").Increment();
+        keeper_->release(*job);
+        return true;
+    }
+    ctx_.metrics().stage_seconds("read").Observe(inputs.value().read_seconds);
+    ctx_.metrics().frames("read").Increment();
+    Loaded loaded{*job, wire::encode(service::encode_frame(std::move(inputs).value())), Clock::now()};
+    ready_.push_back(std::move(loaded));
+    return true;
+}
+
+void Reader::reap()
+{
+    auto streams = plane_->lane_streams();
+    if (!streams.is_ok()) return;
+    const int max_deliveries = int(ctx_.config().get_int("queue.max_deliveries"));
+    for (const auto& stream : streams.value()) {
+        std::vector<Job> dead;
+        auto reclaimed = plane_->reap(stream, me_, lease_ms_, max_deliveries, dead);
+        if (!reclaimed.is_ok()) continue;
+        for (const auto& job : dead) {
+            service::ScopedLogContext lc(log_context(job));
+            logger()->error("dead-lettered after {} deliveries", job.epoch);
+            ctx_.metrics().frames("dead").Increment();
+        }
+        for (auto& job : reclaimed.value()) {
+            service::ScopedLogContext lc(log_context(job));
+            logger()->warn("lease expired, re-delivering");
+            ctx_.metrics().leases("expired").Increment();
+            keeper_->hold(job);
+            claimed_.push_back(std::move(job));
+        }
+    }
+}
+
+bool Reader::step()
+{
+    if (keeper_->drain_requested()) return false;
+    const long long max_frames = ctx_.config().get_int("service.max_frames");
+    if (max_frames > 0 && frames_sent_ >= max_frames) return false;
+
+    const std::size_t prefetch = std::size_t(ctx_.config().get_int("reader.prefetch"));
+    const bool idle = credits_.empty() && ready_.size() >= prefetch;
+    receive_messages(idle ? 100 : 0);
+    dispatch();
+    if (!credits_.empty() && ready_.empty()) {
+        if (load_next()) dispatch();
+    } else if (ready_.size() < prefetch) {
+        load_next();
+    }
+    // A credit we cannot serve goes back, so the worker can ask another reader.
+    const auto hold = std::chrono::milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
+    while (!credits_.empty() && ready_.empty() && Clock::now() - credits_.front().received_at > hold) {
+        wire::OutgoingMessage m;
+        m.type = wire::MessageType::no_work;
+        m.meta["reader"] = ctx_.name();
+        std::vector<zmq::message_t> out;
+        out.emplace_back(credits_.front().identity);
+        for (auto& p : wire::encode(m)) out.push_back(std::move(p));
+        service::try_send(router_, out);
+        credits_.pop_front();
+    }
+    const auto now = Clock::now();
+    if (now >= next_reap_) {
+        reap();
+        next_reap_ = now + seconds(ctx_.config().get_double("queue.reaper_interval_s"));
+    }
+    if (now >= next_depth_) {
+        next_depth_ = now + seconds(5);
+        auto lag = redis_->command({"XINFO", "GROUPS", plane_->nightly_stream()});
+        if (lag.is_ok() && !lag.value().elements.empty()) {
+            for (const auto& [k, v] : lag.value().elements[0].pairs()) {
+                if (k == "lag") ctx_.metrics().queue_depth("nightly").Set(double(std::atoll(v.c_str())));
+            }
+        }
+    }
+    ctx_.metrics().frames_in_memory().Set(double(ready_.size()));
+    return true;
+}
+
+void Reader::give_back(const Job& job)
+{
+    auto fence = plane_->hand_back(job, lease_ms_);
+    keeper_->release(job);
+    logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
+                   fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
+}
+
+void Reader::drain(Clock::time_point)
+{
+    for (const auto& frame : ready_) give_back(frame.job);
+    for (const auto& job : claimed_) give_back(job);
+    ready_.clear();
+    claimed_.clear();
+    credits_.clear();
+    router_.close();
+    keeper_.reset();
+}
+
+}  // namespace ex2d::reader

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// ex2d-reader: takes frame jobs from Redis (nightly lane first), reads the preproc file and the
+// PSF with the engine's readers, applies the mask rule and sends each frame to a worker that
+// asked for one (docs/protocol.md). Also runs the reaper for the lanes' streams.
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/keeper.hpp"
+#include "ex2d/service/service.hpp"
+
+namespace ex2d::reader {
+
+using Clock = std::chrono::steady_clock;
+
+class Reader : public service::Service {
+public:
+    explicit Reader(service::ServiceContext& ctx);
+    Status start() override;
+    bool step() override;
+    void drain(Clock::time_point deadline) override;
+
+private:
+    struct Loaded {
+        service::Job job;
+        std::vector<zmq::message_t> parts;
+        Clock::time_point loaded_at;
+    };
+    struct Credit {
+        std::string identity;
+        Clock::time_point received_at;
+    };
+
+    void receive_messages(long wait_ms);
+    bool dispatch();
+    bool load_next();
+    std::optional<service::Job> next_job();
+    void reap();
+    void give_back(const service::Job& job);
+
+    service::ServiceContext& ctx_;
+    service::Actor me_;
+    std::unique_ptr<service::RedisClient> redis_;
+    std::unique_ptr<service::ControlPlane> plane_;
+    std::unique_ptr<service::Keeper> keeper_;
+    zmq::context_t zmq_context_;
+    zmq::socket_t router_;
+    std::deque<Loaded> ready_;
+    std::deque<service::Job> claimed_;  ///< own pending after a restart, and reaped jobs
+    std::deque<Credit> credits_;
+    Clock::time_point next_reap_;
+    Clock::time_point next_depth_;
+    long frames_sent_ = 0;
+    long long lease_ms_ = 0;
+};
+
+}  // namespace ex2d::reader

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "worker.hpp"
+
+int main(int argc, char** argv)
+{
+    return ex2d::service::run_service(argc, argv, "worker", [](ex2d::service::ServiceContext& ctx) {
+        return std::make_unique<ex2d::worker::Worker>(ctx);
+    });
+}

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "worker.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <set>
+
+#include <unistd.h>
+
+#include "ex2d/extraction.hpp"
+#include "ex2d/logging.hpp"
+#include "ex2d/psf_io.hpp"
+#include "ex2d/service/fault_injection.hpp"
+#include "ex2d/service/json_log.hpp"
+#include "ex2d/service/wire.hpp"
+#include "ex2d/service/zmq_util.hpp"
+
+namespace ex2d::worker {
+
+using service::Fence;
+using service::Job;
+
+namespace {
+
+service::LogContext log_context(const Job& job)
+{
+    return {job.job, job.night, job.expid, job.camera, job.epoch};
+}
+
+Clock::duration seconds(double s)
+{
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+Worker::Worker(service::ServiceContext& ctx)
+    : ctx_(ctx),
+      me_{ctx.name(), ctx.host(), ctx.pid()},
+      dealer_(zmq_context_, zmq::socket_type::dealer),
+      push_(zmq_context_, zmq::socket_type::push)
+{
+}
+
+Worker::~Worker()
+{
+    if (extraction_.valid()) extraction_.wait();
+}
+
+Status Worker::start()
+{
+    const service::Config& cfg = ctx_.config();
+    EX2D_ASSIGN_OR_RETURN(service::RedisOptions options, service::redis_options_from_config(cfg));
+    redis_ = std::make_unique<service::RedisClient>(options, [this] {
+        ctx_.tick();
+        return !ctx_.stop_requested();
+    });
+    EX2D_RETURN_NOT_OK(redis_->connect_once());
+    redis_->on_reconnect([this] { ctx_.metrics().redis_reconnects().Increment(); });
+    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(service::check_redis_durability(*redis_));
+    plane_ = std::make_unique<service::ControlPlane>(*redis_, cfg.get_string("redis.namespace"));
+
+    CudaBackendOptions cuda;
+    cuda.device = int(cfg.get_int("worker.device"));
+    cuda.memory_budget_bytes = std::size_t(cfg.get_double("worker.gpu_memory_gib") * double(1 << 30));
+    auto backend = make_backend(cfg.get_string("worker.backend"), int(cfg.get_int("worker.threads")), cuda);
+    if (!backend.is_ok()) return Status(backend.status().code(), "worker.backend: " + backend.status().message());
+    backend_ = std::move(backend).value();
+    const DeviceReport report = backend_->device_report();
+    device_ = report.device_name.empty() ? "cpu" : report.device_name;
+    ctx_.metrics().device_memory_bytes().Set(double(report.held_bytes));
+
+    service::configure_socket(dealer_, cfg, true);
+    service::configure_socket(push_, cfg, true);
+    keeper_ = std::make_unique<service::Keeper>(ctx_);
+    keeper_->set_field("backend", backend_->name());
+    keeper_->set_field("device", device_);
+    EX2D_RETURN_NOT_OK(keeper_->start());
+    discover();
+    ctx_.set_ready(true);
+    logger()->info("worker ready backend={} device={} credit={}", backend_->name(), device_,
+                   cfg.get_int("worker.credit"));
+    return Status::ok();
+}
+
+void Worker::discover()
+{
+    next_discovery_ = Clock::now() + seconds(ctx_.config().get_double("zmq.discovery_interval_s"));
+    auto names = redis_->command({"ZRANGE", plane_->key("procs"), "0", "-1"});
+    if (!names.is_ok()) return;
+    std::map<std::string, std::string> live_readers, live_writers;
+    for (const auto& n : names.value().elements) {
+        auto h = redis_->command({"HMGET", plane_->key("proc:" + n.str), "role", "endpoint", "state"});
+        if (!h.is_ok() || h.value().elements.size() < 3) continue;
+        const auto& e = h.value().elements;
+        if (e[0].is_nil() || e[1].is_nil() || e[1].str.empty()) continue;  // expired or no endpoint
+        if (e[2].str == "draining") continue;
+        if (e[0].str == "reader") live_readers[n.str] = e[1].str;
+        if (e[0].str == "writer") live_writers[n.str] = e[1].str;
+    }
+    auto sync = [&](zmq::socket_t& socket, std::map<std::string, std::string>& connected,
+                    const std::map<std::string, std::string>& live, const char* role) {
+        for (auto it = connected.begin(); it != connected.end();) {
+            auto found = live.find(it->first);
+            if (found == live.end() || found->second != it->second) {
+                try {
+                    socket.disconnect(it->second);
+                } catch (const zmq::error_t&) {
+                }
+                logger()->info("disconnected from {} {} {}", role, it->first, it->second);
+                it = connected.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (const auto& [name, endpoint] : live) {
+            if (connected.count(name)) continue;
+            try {
+                socket.connect(endpoint);
+                connected[name] = endpoint;
+                logger()->info("connected to {} {} {}", role, name, endpoint);
+            } catch (const zmq::error_t& e) {
+                logger()->warn("cannot connect to {} {} {}: {}", role, name, endpoint, e.what());
+            }
+        }
+    };
+    sync(dealer_, readers_, live_readers, "reader");
+    sync(push_, writers_, live_writers, "writer");
+}
+
+void Worker::ask_for_frames()
+{
+    const auto now = Clock::now();
+    // A reader that died holding our credit never answers: forget such credits.
+    const auto timeout = seconds(ctx_.config().get_double("zmq.peer_timeout_s"));
+    while (!credits_out_.empty() && now - credits_out_.front() > timeout) credits_out_.pop_front();
+    if (readers_.empty() || keeper_->drain_requested()) return;
+    const long long max_frames = ctx_.config().get_int("service.max_frames");
+    const long in_hand = long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (sending_job_ ? 1 : 0);
+    if (max_frames > 0 && frames_done_ + in_hand + long(credits_out_.size()) >= max_frames) return;
+    const long credit = long(ctx_.config().get_int("worker.credit"));
+    while (long(credits_out_.size()) + in_hand < credit) {
+        wire::OutgoingMessage m;
+        m.type = wire::MessageType::credit;
+        m.meta["worker"] = ctx_.name();
+        m.meta["credits"] = 1;
+        auto parts = wire::encode(m);
+        if (!service::try_send(dealer_, parts)) return;
+        credits_out_.push_back(now);
+    }
+}
+
+void Worker::receive_messages(long wait_ms)
+{
+    if (!service::wait_readable(dealer_, wait_ms)) return;
+    while (auto parts = service::try_recv(dealer_)) {
+        std::size_t bytes = 0;
+        for (const auto& p : *parts) bytes += p.size();
+        wire::DecodeError error;
+        auto message = wire::decode(std::move(*parts), error);
+        if (!message) {
+            ctx_.metrics().messages_dropped(error.reason).Increment();
+            logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
+            continue;
+        }
+        ctx_.metrics().bytes("received").Increment(double(bytes));
+        if (message->type == wire::MessageType::no_work) {
+            if (!credits_out_.empty()) credits_out_.pop_front();
+        } else if (message->type == wire::MessageType::frame) {
+            if (!credits_out_.empty()) credits_out_.pop_front();
+            accept_frame(std::move(*message));
+        } else {
+            ctx_.metrics().messages_dropped("bad_type").Increment();
+            logger()->warn("dropped message reason=bad_type detail=a worker takes FRAME and NO_WORK");
+        }
+    }
+}
+
+void Worker::accept_frame(wire::IncomingMessage message)
+{
+    auto inputs = service::decode_frame(message);
+    if (!inputs.is_ok()) {
+        ctx_.metrics().messages_dropped("malformed").Increment();
+        logger()->warn("dropped message reason=malformed detail={}", inputs.status().message());
+        return;
+    }
+    const Job& job = inputs.value().job;
+    service::ScopedLogContext lc(log_context(job));
+    auto fence = plane_->advance(job, "extracting", me_);
+    if (!fence.is_ok() || fence.value() != Fence::applied) {
+        ctx_.metrics().frames("stale").Increment();
+        logger()->warn("frame refused: {}", fence.is_ok() ? service::to_string(fence.value())
+                                                          : fence.status().message());
+        return;
+    }
+    keeper_->hold(job);
+    ctx_.metrics().frames("received").Increment();
+    waiting_.push_back(std::move(inputs).value());
+}
+
+std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInputs& in, Status& status)
+{
+    auto it = psf_cache_.find(in.psf_checksum);
+    if (it != psf_cache_.end()) return it->second;
+    auto psf = read_psf_bytes(in.psf_file, in.job.psf);
+    if (!psf.is_ok()) {
+        status = psf.status();
+        return nullptr;
+    }
+    // Frames of one exposure share few PSFs: keep the last handful parsed.
+    if (psf_cache_.size() >= 8) psf_cache_.erase(psf_cache_.begin());
+    auto shared = std::make_shared<const GaussHermitePsf>(std::move(psf).value());
+    psf_cache_[in.psf_checksum] = shared;
+    return shared;
+}
+
+Result<service::FrameOutputs> Worker::extract(service::FrameInputs in)
+{
+    service::ScopedLogContext lc(log_context(in.job));
+    const auto start = Clock::now();
+    service::test_delay("EXTRACT");
+    Status status;
+    std::shared_ptr<const GaussHermitePsf> psf = psf_for(in, status);
+    if (!psf) return status;
+    EX2D_ASSIGN_OR_RETURN(ExtractionOptions opt, service::options_from_json(in.job.options));
+    const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
+    EX2D_ASSIGN_OR_RETURN(ExtractedFrame frame, extract_frame(view, *psf, opt, *backend_));
+    service::FrameOutputs out;
+    out.job = in.job;
+    out.worker = ctx_.name();
+    out.device = device_;
+    out.image_header = std::move(in.image_header);
+    out.psf_header = psf->psf_header;
+    out.fibermap = std::move(in.fibermap);
+    out.preproc_checksum = in.preproc_checksum;
+    out.psf_checksum = in.psf_checksum;
+    out.options = opt;
+    out.frame = std::move(frame);
+    out.read_seconds = in.read_seconds;
+    out.extract_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    logger()->info("extracted patches={} retried={} failed={} extract_s={:.2f}", out.frame.npatch,
+                   out.frame.npatch_retried, out.frame.npatch_failed, out.extract_seconds);
+    return out;
+}
+
+void Worker::start_extraction()
+{
+    if (extracting_job_ || sending_job_ || waiting_.empty()) return;
+    service::FrameInputs in = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (keeper_->lost(in.job)) {
+        keeper_->release(in.job);
+        return;
+    }
+    if (service::test_poisoned(in.job.job)) {
+        logger()->critical("EX2D_TEST_POISON_JOB matches job={}: killing this worker", in.job.job);
+        ::raise(SIGKILL);
+    }
+    extracting_job_ = in.job;
+    extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
+        return extract(std::move(in));
+    });
+}
+
+void Worker::collect_extraction()
+{
+    if (!extracting_job_ || !extraction_.valid()) return;
+    if (extraction_.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) return;
+    Job job = *extracting_job_;
+    extracting_job_.reset();
+    service::ScopedLogContext lc(log_context(job));
+    auto result = extraction_.get();
+    if (!result.is_ok()) {
+        const std::string error = result.status().to_string();
+        logger()->error("extraction failed: {}", error);
+        ctx_.metrics().frames("failed").Increment();
+        auto fence = plane_->fail(job, error, me_);
+        if (fence.is_ok() && fence.value() != Fence::applied) {
+            logger()->warn("failure not recorded: {}", service::to_string(fence.value()));
+        }
+        keeper_->release(job);
+        return;
+    }
+    ctx_.metrics().stage_seconds("extract").Observe(result.value().extract_seconds);
+    ctx_.metrics().frames("extracted").Increment();
+    sending_job_ = job;
+    sending_parts_ = wire::encode(service::encode_result(std::move(result).value()));
+}
+
+void Worker::send_result()
+{
+    if (!sending_job_) return;
+    if (keeper_->lost(*sending_job_)) {
+        logger()->warn("dropping result job={} attempt={}: its lease was lost", sending_job_->job,
+                       sending_job_->epoch);
+        ctx_.metrics().frames("stale").Increment();
+        keeper_->release(*sending_job_);
+        sending_job_.reset();
+        sending_parts_.clear();
+        return;
+    }
+    if (writers_.empty()) return;
+    std::size_t bytes = 0;
+    for (const auto& p : sending_parts_) bytes += p.size();
+    if (!service::try_send(push_, sending_parts_)) return;
+    ctx_.metrics().bytes("sent").Increment(double(bytes));
+    // The writer renews the lease from here.
+    keeper_->release(*sending_job_);
+    sending_job_.reset();
+    sending_parts_.clear();
+    ++frames_done_;
+}
+
+bool Worker::step()
+{
+    if (keeper_->drain_requested()) return false;
+    if (Clock::now() >= next_discovery_) discover();
+    collect_extraction();
+    send_result();
+    start_extraction();
+    ask_for_frames();
+    const bool busy = !waiting_.empty() && !extracting_job_;
+    receive_messages(busy ? 0 : 50);
+    ctx_.metrics().frames_in_memory().Set(double(waiting_.size() + (extracting_job_ ? 1 : 0) +
+                                                 (sending_job_ ? 1 : 0)));
+    const long long max_frames = ctx_.config().get_int("service.max_frames");
+    return !(max_frames > 0 && frames_done_ >= max_frames);
+}
+
+void Worker::give_back(const Job& job)
+{
+    auto fence = plane_->hand_back(job, (long long)(ctx_.config().get_double("queue.lease_s") * 1000));
+    keeper_->release(job);
+    logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
+                   fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
+}
+
+void Worker::drain(Clock::time_point deadline)
+{
+    // No new credit from here. Frames not started go back at once; the one extracting is
+    // finished and sent if the deadline allows, else handed back.
+    for (const auto& in : waiting_) give_back(in.job);
+    waiting_.clear();
+    while (Clock::now() < deadline && (extracting_job_ || sending_job_)) {
+        collect_extraction();
+        send_result();
+        if (Clock::now() >= next_discovery_) discover();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ctx_.tick();
+    }
+    if (sending_job_) give_back(*sending_job_);
+    if (extracting_job_) {
+        give_back(*extracting_job_);
+        logger()->warn("drain deadline reached during an extraction; exiting without it");
+        logger()->flush();
+        keeper_.reset();
+        std::_Exit(0);
+    }
+    dealer_.close();
+    push_.close();
+    keeper_.reset();
+}
+
+}  // namespace ex2d::worker

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+// ex2d-worker: asks readers for frames (credit), extracts them with the engine on the CPU or a
+// GPU, and pushes the extracted frame to a writer. The backend and the parsed PSFs stay
+// between frames; extraction runs on its own thread so that the service keeps answering
+// health checks, renewing leases and receiving the next frame.
+
+#include <chrono>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <zmq.hpp>
+
+#include "ex2d/extraction_backend.hpp"
+#include "ex2d/psf.hpp"
+#include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/keeper.hpp"
+#include "ex2d/service/service.hpp"
+
+namespace ex2d::worker {
+
+using Clock = std::chrono::steady_clock;
+
+class Worker : public service::Service {
+public:
+    explicit Worker(service::ServiceContext& ctx);
+    ~Worker() override;
+    Status start() override;
+    bool step() override;
+    void drain(Clock::time_point deadline) override;
+
+private:
+    void discover();
+    void ask_for_frames();
+    void receive_messages(long wait_ms);
+    void accept_frame(wire::IncomingMessage message);
+    void start_extraction();
+    void collect_extraction();
+    void send_result();
+    Result<service::FrameOutputs> extract(service::FrameInputs inputs);
+    std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs, Status& status);
+    void give_back(const service::Job& job);
+
+    service::ServiceContext& ctx_;
+    service::Actor me_;
+    std::unique_ptr<service::RedisClient> redis_;
+    std::unique_ptr<service::ControlPlane> plane_;
+    std::unique_ptr<service::Keeper> keeper_;
+    std::unique_ptr<ExtractionBackend> backend_;
+    zmq::context_t zmq_context_;
+    zmq::socket_t dealer_;
+    zmq::socket_t push_;
+    std::map<std::string, std::string> readers_;  ///< name -> endpoint connected
+    std::map<std::string, std::string> writers_;
+    std::deque<Clock::time_point> credits_out_;   ///< CREDITs sent and not yet answered
+    std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
+    std::optional<service::Job> extracting_job_;
+    std::future<Result<service::FrameOutputs>> extraction_;
+    std::optional<service::Job> sending_job_;
+    std::vector<zmq::message_t> sending_parts_;
+    std::map<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_;  ///< by checksum
+    Clock::time_point next_discovery_;
+    long frames_done_ = 0;
+    std::string device_;
+};
+
+}  // namespace ex2d::worker
