@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "fleet_harness.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ex2d/frame_io.hpp"
+
+extern char** environ;
+
+namespace ex2d::fleet_test {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bin_path(const std::string& role)
+{
+    if (role == "ctl") return std::string(EX2D_BIN_DIR) + "/ctl/ex2dctl";
+    if (role == "ex2d") return EX2D_TOOL_PATH;
+    return std::string(EX2D_BIN_DIR) + "/" + role + "/ex2d-" + role;
+}
+
+int free_port()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+}
+
+int run_to_completion(const std::vector<std::string>& argv, const std::string& log, std::string* out)
+{
+    Process p("cmd", argv, {}, log);
+    const int code = p.wait(120);
+    if (out) *out = p.log();
+    return code;
+}
+
+std::string expid8(int expid)
+{
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08d", expid);
+    return buf;
+}
+
+}  // namespace
+
+bool eventually(double timeout_s, const std::function<bool()>& predicate)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+        if (predicate()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return predicate();
+}
+
+Process::Process(std::string name, std::vector<std::string> argv,
+                 std::map<std::string, std::string> env, std::string log_path)
+    : name_(std::move(name)), log_path_(std::move(log_path))
+{
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+        const std::string entry(*e);
+        const std::string key = entry.substr(0, entry.find('='));
+        if (!env.count(key)) env_strings.push_back(entry);
+    }
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env_strings) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+        const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::setpgid(0, 0);
+        ::execve(cargv[0], cargv.data(), cenv.data());
+        std::perror("execve");
+        ::_exit(127);
+    }
+}
+
+Process::~Process()
+{
+    if (running()) {
+        ::kill(pid_, SIGKILL);
+        wait(5);
+    }
+}
+
+void Process::signal(int sig) const { ::kill(pid_, sig); }
+
+bool Process::running()
+{
+    if (reaped_) return false;
+    const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+    if (r == pid_) reaped_ = true;
+    return !reaped_;
+}
+
+int Process::wait(double timeout_s)
+{
+    eventually(timeout_s, [this] { return !running(); });
+    if (!reaped_) return -1;
+    if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+    if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+    return -1;
+}
+
+std::string Process::log() const
+{
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+long Process::rss_kib() const
+{
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    }
+    return 0;
+}
+
+std::string Outcome::report() const
+{
+    return "expected=" + std::to_string(expected) + " done=" + std::to_string(done) +
+           " lost=" + std::to_string(lost) + " duplicates=" + std::to_string(duplicates) +
+           " partial=" + std::to_string(partial) + " dead=" + std::to_string(dead);
+}
+
+Fleet::Fleet(const std::string& test_name)
+{
+    dir_ = (fs::temp_directory_path() / ("ex2d-fleet-" + test_name + "-" + std::to_string(::getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ + "/logs");
+    fs::create_directories(dir_ + "/redis");
+    fs::create_directories(dir_ + "/calib");
+    redis_port_ = free_port();
+    start_redis();
+    settings = {{"redis.port", std::to_string(redis_port_)},
+                {"queue.lease_s", "2"},
+                {"queue.reaper_interval_s", "0.5"},
+                {"queue.max_deliveries", "5"},
+                {"service.heartbeat_interval_s", "0.5"},
+                {"service.heartbeat_ttl_s", "3"},
+                {"zmq.discovery_interval_s", "0.3"},
+                {"zmq.peer_timeout_s", "3"},
+                {"zmq.bind", "ipc://" + dir_ + "/{name}.sock"},
+                {"worker.threads", "1"},
+                {"reader.credit_hold_ms", "200"}};
+}
+
+Fleet::~Fleet()
+{
+    processes_.clear();
+    if (redis_server_) redis_server_->signal(SIGKILL);
+    redis_server_.reset();
+    if (!std::getenv("EX2D_KEEP_TEST_DIRS")) {
+        std::error_code ec;
+        fs::remove_all(dir_, ec);
+    }
+}
+
+void Fleet::start_redis()
+{
+    redis_server_ = std::make_unique<Process>(
+        "redis", std::vector<std::string>{"/usr/bin/redis-server", "--port", std::to_string(redis_port_),
+                                           "--bind", "127.0.0.1", "--dir", dir_ + "/redis",
+                                           "--appendonly", "yes", "--appendfsync", "always",
+                                           "--maxmemory-policy", "noeviction", "--save", ""},
+        std::map<std::string, std::string>{}, dir_ + "/logs/redis.log");
+    eventually(10, [this] {
+        service::RedisClient probe({"127.0.0.1", redis_port_, "", "", 500});
+        return probe.connect_once().is_ok();
+    });
+}
+
+void Fleet::kill_redis()
+{
+    redis_server_->signal(SIGKILL);
+    redis_server_->wait(5);
+}
+
+void Fleet::restart_redis() { start_redis(); }
+
+service::RedisValue Fleet::redis(const std::vector<std::string>& args)
+{
+    service::RedisClient client({"127.0.0.1", redis_port_, "", "", 2000});
+    auto r = client.command(args);
+    return r.is_ok() ? r.value() : service::RedisValue{};
+}
+
+Process& Fleet::start(const std::string& role, const std::string& name,
+                      const std::map<std::string, std::string>& extra_settings,
+                      const std::map<std::string, std::string>& extra_env)
+{
+    std::vector<std::string> argv = {bin_path(role), "--service.name", name};
+    std::map<std::string, std::string> s = settings;
+    for (const auto& [k, v] : extra_settings) s[k] = v;
+    for (const auto& [k, v] : s) {
+        if (role != "worker" && k.rfind("worker.", 0) == 0) continue;
+        argv.push_back("--" + k);
+        argv.push_back(v);
+    }
+    std::map<std::string, std::string> e = env;
+    for (const auto& [k, v] : extra_env) e[k] = v;
+    processes_.push_back(std::make_unique<Process>(name, argv, e, dir_ + "/logs/" + name + ".log"));
+    return *processes_.back();
+}
+
+int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
+{
+    std::vector<std::string> argv = {bin_path("ctl"), "--redis-port", std::to_string(redis_port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    static int counter = 0;
+    return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out);
+}
+
+std::vector<std::string> Fleet::make_exposure(int expid, const std::vector<std::string>& cameras,
+                                              const std::string& night)
+{
+    if (!fs::exists(psf_path())) {
+        const std::string real = std::string(EX2D_SHARED_DATA_DIR) + "/psf-r0-00051060.fits";
+        std::string source = real;
+        if (!fs::exists(real)) {
+            source = dir_ + "/calib/psf-r0-synthetic.fits";
+            run_to_completion({bin_path("ex2d"), "make-psf", "--camera", "r0", "-o", source},
+                              dir_ + "/logs/make-psf.log", nullptr);
+        }
+        run_to_completion({bin_path("ex2d"), "make-psf", "--from", source, "--fibers", "25",
+                           "--wave-range", "6000,6100", "-o", psf_path()},
+                          dir_ + "/logs/make-psf.log", nullptr);
+    }
+    std::vector<std::string> paths;
+    const std::string folder = dir_ + "/preproc/" + night + "/" + expid8(expid);
+    fs::create_directories(folder);
+    int seed = expid * 100;
+    for (const auto& camera : cameras) {
+        const std::string path = folder + "/preproc-" + camera + "-" + expid8(expid) + ".fits";
+        run_to_completion({bin_path("ex2d"), "simulate", "-p", psf_path(), "-o", path, "--truth",
+                           folder + "/truth-" + camera + ".fits", "--camera", camera, "--expid",
+                           std::to_string(expid), "--night", night, "-n", "25", "-w",
+                           "6000,6100,0.8", "--seed", std::to_string(++seed)},
+                          dir_ + "/logs/simulate.log", nullptr);
+        paths.push_back(path);
+    }
+    return paths;
+}
+
+int Fleet::submit(int expid, const std::string& night, const std::vector<std::string>& extra)
+{
+    std::vector<std::string> args = {"submit", "--exposure-dir", dir_ + "/preproc/" + night + "/" + expid8(expid),
+                                     "--psf", psf_path(), "--output-root", dir_ + "/out", "-w",
+                                     "6000,6100,0.8", "-n", "25", "--compression", "none"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ctl(args);
+}
+
+std::string Fleet::output_path(int expid, const std::string& camera, const std::string& night) const
+{
+    return dir_ + "/out/exposures/" + night + "/" + expid8(expid) + "/frame-" + camera + "-" +
+           expid8(expid) + ".fits";
+}
+
+bool Fleet::wait_exposure(int expid, double timeout_s, const std::string& campaign)
+{
+    const std::string key = "ex2d:exposure:" + campaign + ":" + expid8(expid);
+    return eventually(timeout_s, [&] {
+        auto v = redis({"HGET", key, "state"});
+        return v.str == "done" || v.str == "done_with_errors";
+    });
+}
+
+std::string Fleet::frame_field(int expid, const std::string& camera, const std::string& field,
+                               const std::string& campaign)
+{
+    return redis({"HGET", "ex2d:frame:" + campaign + ":" + expid8(expid) + ":" + camera, field}).str;
+}
+
+int Fleet::count_log_lines(const std::string& text) const
+{
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(dir_ + "/logs")) {
+        std::ifstream in(entry.path());
+        for (std::string line; std::getline(in, line);) {
+            if (line.find(text) != std::string::npos) ++n;
+        }
+    }
+    return n;
+}
+
+Outcome Fleet::check(const std::vector<int>& expids, const std::vector<std::string>& cameras,
+                     const std::string& night)
+{
+    Outcome o;
+    std::set<std::string> expected_paths;
+    for (int expid : expids) {
+        for (const auto& camera : cameras) {
+            ++o.expected;
+            const std::string path = output_path(expid, camera, night);
+            expected_paths.insert(path);
+            const std::string state = frame_field(expid, camera, "state");
+            if (state == "dead") {
+                ++o.dead;
+                continue;
+            }
+            // A job written (not found already written) more than once is a duplicate output.
+            const int writes = count_log_lines("\"msg\":\"frame written output=" + path + " ");
+            if (writes > 1) o.duplicates += writes - 1;
+            if (!fs::exists(path) || state != "done") {
+                ++o.lost;
+                continue;
+            }
+            auto frame = read_frame(path);
+            if (!frame.is_ok()) {
+                ++o.partial;
+                continue;
+            }
+            ++o.done;
+        }
+    }
+    std::error_code ec;
+    if (fs::exists(dir_ + "/out")) {
+        for (const auto& entry : fs::recursive_directory_iterator(dir_ + "/out", ec)) {
+            if (entry.is_regular_file() && !expected_paths.count(entry.path().string())) ++o.partial;
+        }
+    }
+    return o;
+}
+
+}  // namespace ex2d::fleet_test

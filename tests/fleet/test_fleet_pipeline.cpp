@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The fleet end to end with the real binaries and a real redis-server: outputs identical to
+// `ex2d extract`, events, status, idempotent re-runs and the start-up safety checks.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ex2d/frame_io.hpp"
+#include "fleet_harness.hpp"
+
+namespace ex2d::fleet_test {
+namespace {
+
+const std::vector<std::string> kCameras = {"b0", "r0", "z0"};
+
+TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
+{
+    Fleet fleet("e2e");
+    const auto preprocs = fleet.make_exposure(11, kCameras);
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("worker", "worker-2");
+    fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.submit(11), 0);
+    ASSERT_TRUE(fleet.wait_exposure(11, 60));
+    const Outcome o = fleet.check({11}, kCameras);
+    std::printf("fleet e2e: %s\n", o.report().c_str());
+    EXPECT_EQ(o.done, 3);
+    EXPECT_EQ(o.lost, 0);
+    EXPECT_EQ(o.duplicates, 0);
+    EXPECT_EQ(o.partial, 0);
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000011", "state"}).str, "done");
+
+    for (std::size_t i = 0; i < kCameras.size(); ++i) {
+        const std::string reference = fleet.dir() + "/reference-" + kCameras[i] + ".fits";
+        Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p", fleet.psf_path(),
+                                 "-o", reference, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1",
+                                 "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
+                     {}, fleet.dir() + "/logs/extract.log");
+        ASSERT_EQ(tool.wait(60), 0);
+        auto a = read_frame(fleet.output_path(11, kCameras[i]));
+        auto b = read_frame(reference);
+        ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+        ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+        EXPECT_EQ(a.value().flux, b.value().flux) << kCameras[i];
+        EXPECT_EQ(a.value().ivar, b.value().ivar) << kCameras[i];
+        EXPECT_EQ(a.value().mask, b.value().mask) << kCameras[i];
+        EXPECT_EQ(a.value().resolution, b.value().resolution) << kCameras[i];
+        EXPECT_EQ(a.value().chi2pix, b.value().chi2pix) << kCameras[i];
+        EXPECT_EQ(a.value().wave, b.value().wave) << kCameras[i];
+        EXPECT_EQ(a.value().hdu_names, b.value().hdu_names) << kCameras[i];
+        EXPECT_EQ(a.value().header.get_string("EX2DJOB").value_or(""), "nightly/00000011/" + kCameras[i]);
+        EXPECT_EQ(a.value().header.get_string("CAMERA").value_or(""), kCameras[i]);
+    }
+    // One event per frame and one for the exposure, for the next pipeline step.
+    int frame_events = 0, exposure_events = 0;
+    for (const auto& e : fleet.redis({"XRANGE", "ex2d:events", "-", "+"}).elements) {
+        for (const auto& [k, v] : e.elements[1].pairs()) {
+            if (k == "type" && v == "frame_done") ++frame_events;
+            if (k == "type" && v == "exposure_done") ++exposure_events;
+        }
+    }
+    EXPECT_EQ(frame_events, 3);
+    EXPECT_EQ(exposure_events, 1);
+    // The state is readable by operators: ex2dctl status --json.
+    std::string out;
+    ASSERT_EQ(fleet.ctl({"--json", "status", "--exposure", "11"}, &out), 0);
+    const auto status = nlohmann::json::parse(out);
+    EXPECT_EQ(status["exposure"]["done"], 3);
+    EXPECT_EQ(status["frames"].size(), 3u);
+    EXPECT_EQ(status["frames"][0]["state"], "done");
+    EXPECT_EQ(status["frames"][0]["attempt"], "1");
+}
+
+TEST(FleetPipeline, ResubmittedExposureIsNotWrittenTwice)
+{
+    Fleet fleet("idempotent");
+    fleet.make_exposure(12, {"r1"});
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.submit(12), 0);
+    ASSERT_TRUE(fleet.wait_exposure(12, 60));
+    const std::string checksum = fleet.frame_field(12, "r1", "checksum");
+    const auto mtime = std::filesystem::last_write_time(fleet.output_path(12, "r1"));
+    // Without --force a done frame is not queued again; with it, the writer finds the same
+    // provenance on disk and acknowledges without rewriting.
+    std::string out;
+    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000012", "--psf",
+                         fleet.psf_path(), "--output-root", fleet.dir() + "/out", "-w", "6000,6100,0.8",
+                         "-n", "25", "--compression", "none"}, &out), 0);
+    EXPECT_NE(out.find("queued 0 frame(s), skipped 1"), std::string::npos) << out;
+    ASSERT_EQ(fleet.submit(12, "20261122", {"--force"}), 0);
+    ASSERT_TRUE(eventually(30, [&] { return fleet.count_log_lines("frame already written") == 1; }));
+    ASSERT_TRUE(fleet.wait_exposure(12, 30));
+    EXPECT_EQ(fleet.frame_field(12, "r1", "checksum"), checksum);
+    EXPECT_EQ(std::filesystem::last_write_time(fleet.output_path(12, "r1")), mtime);
+    const Outcome o = fleet.check({12}, {"r1"});
+    std::printf("fleet resubmit: %s\n", o.report().c_str());
+    EXPECT_EQ(o.lost + o.duplicates + o.partial, 0);
+}
+
+TEST(FleetPipeline, BadInputFailsWithItsReasonAndTheRestCompletes)
+{
+    Fleet fleet("badinput");
+    const auto paths = fleet.make_exposure(13, {"b2", "r2"});
+    // Truncate one preproc file: the reader's FITS validation must name it.
+    std::filesystem::resize_file(paths[0], 5000);
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.submit(13), 0);
+    ASSERT_TRUE(fleet.wait_exposure(13, 60));
+    EXPECT_EQ(fleet.frame_field(13, "b2", "state"), "failed");
+    EXPECT_NE(fleet.frame_field(13, "b2", "error").find("preproc-b2-00000013.fits"), std::string::npos)
+        << fleet.frame_field(13, "b2", "error");
+    EXPECT_EQ(fleet.frame_field(13, "r2", "state"), "done");
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str, "done_with_errors");
+    EXPECT_FALSE(std::filesystem::exists(fleet.output_path(13, "b2")));
+}
+
+TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)
+{
+    Fleet fleet("unsafe");
+    fleet.redis({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    for (const char* role : {"reader", "worker", "writer"}) {
+        Process& p = fleet.start(role, std::string(role) + "-unsafe");
+        EXPECT_EQ(p.wait(20), 2) << role;
+        EXPECT_NE(p.log().find("maxmemory-policy"), std::string::npos) << p.log();
+    }
+    fleet.redis({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+    fleet.redis({"CONFIG", "SET", "appendonly", "no"});
+    Process& p = fleet.start("reader", "reader-noaof");
+    EXPECT_EQ(p.wait(20), 2);
+    EXPECT_NE(p.log().find("appendonly"), std::string::npos) << p.log();
+    Process& allowed = fleet.start("reader", "reader-allowed", {{"redis.allow_unsafe", "true"}});
+    EXPECT_TRUE(eventually(10, [&] { return fleet.redis({"EXISTS", "ex2d:proc:reader-allowed"}).integer == 1; }));
+    allowed.signal(SIGTERM);
+    EXPECT_EQ(allowed.wait(25), 0);
+}
+
+}  // namespace
+}  // namespace ex2d::fleet_test
