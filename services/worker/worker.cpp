@@ -186,7 +186,9 @@ void Worker::accept_frame(wire::IncomingMessage message)
     }
     const Job& job = inputs.value().job;
     service::ScopedLogContext lc(log_context(job));
-    auto fence = plane_->advance(job, "extracting", me_);
+    // Take over the lease now; the state moves to extracting when the extraction starts, so
+    // a frame that only waits here is not charged if another frame kills this worker.
+    auto fence = plane_->renew(job);
     if (!fence.is_ok() || fence.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
         logger()->warn("frame refused: {}", fence.is_ok() ? service::to_string(fence.value())
@@ -249,6 +251,15 @@ void Worker::start_extraction()
     service::FrameInputs in = std::move(waiting_.front());
     waiting_.pop_front();
     if (keeper_->lost(in.job)) {
+        keeper_->release(in.job);
+        return;
+    }
+    service::ScopedLogContext lc(log_context(in.job));
+    auto fence = plane_->advance(in.job, "extracting", me_);
+    if (!fence.is_ok() || fence.value() != Fence::applied) {
+        ctx_.metrics().frames("stale").Increment();
+        logger()->warn("frame dropped before extraction: {}",
+                       fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
         keeper_->release(in.job);
         return;
     }

@@ -123,14 +123,18 @@ Result<bool> ControlPlane::submit(const Job& job, bool force)
 
 namespace {
 
-Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job, const Actor& who)
+// Records the delivery; returns the epoch (0 when the entry is no longer pending) and sets
+// `tries` to the extractions started so far.
+Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job, const Actor& who,
+                             long long* tries = nullptr)
 {
     std::vector<std::string> args = base_args(ns, job);
     args.insert(args.end(), {who.host, std::to_string(who.pid), who.name});
-    EX2D_ASSIGN_OR_RETURN(RedisValue v,
-                          redis.eval(script(lua::kTake, false), {}, args));
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.eval(script(lua::kTake, false), {}, args));
     if (v.is_error()) return Status::io("redis take " + job.job + ": " + v.str);
-    return v.as_int();
+    if (v.elements.size() != 2) return Status::io("redis take " + job.job + ": unexpected reply");
+    if (tries) *tries = v.elements[1].as_int();
+    return v.elements[0].as_int();
 }
 
 }  // namespace
@@ -195,10 +199,14 @@ Result<std::vector<Job>> ControlPlane::reap(const std::string& stream, const Act
     for (const auto& entry : v.elements[1].elements) {
         std::optional<Job> job = entry_to_job(entry, stream);
         if (!job) continue;
-        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
+        long long tries = 0;
+        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer, &tries));
         if (epoch <= 0) continue;
         job->epoch = epoch;
-        if (epoch > max_deliveries) {
+        // A frame is charged for the extractions it started, not for deliveries it spent
+        // waiting in a worker that another frame killed; deliveries past twice the limit
+        // still end a frame that crashes a reader or a writer.
+        if (tries >= max_deliveries || epoch > 2 * max_deliveries) {
             std::vector<std::string> args = base_args(ns_, *job);
             args.push_back(std::to_string(max_deliveries));
             EX2D_ASSIGN_OR_RETURN(RedisValue d, redis_.eval(script(lua::kDead, true), {}, args));

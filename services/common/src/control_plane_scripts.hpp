@@ -62,14 +62,16 @@ if not count then return 0 end
 if count ~= epoch then return -1 end
 )LUA";
 
-// take: ARGV[8..10] = host, pid, process. Returns the delivery count (the new epoch) or 0.
+// take: ARGV[8..10] = host, pid, process. Returns {delivery count (the new epoch), tries}
+// or {0, 0}; tries counts the extractions started, so that frames that only waited in a
+// worker that died are not charged for its death.
 inline constexpr const char* kTake = R"LUA(
 local count = pending(stream, id)
-if not count then return 0 end
+if not count then return {0, 0} end
 set_state(fkey, ekey, 'reading', ts)
 redis.call('HSET', fkey, 'attempt', count, 'stream_id', id, 'host', ARGV[8], 'pid', ARGV[9],
            'process', ARGV[10])
-return count
+return {count, tonumber(redis.call('HGET', fkey, 'tries') or '0')}
 )LUA";
 
 inline constexpr const char* kRenew = R"LUA(
@@ -82,6 +84,7 @@ inline constexpr const char* kAdvance = R"LUA(
 redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'JUSTID')
 set_state(fkey, ekey, ARGV[8], ts)
 redis.call('HSET', fkey, 'host', ARGV[9], 'pid', ARGV[10], 'process', ARGV[11], 'attempt', epoch)
+if ARGV[8] == 'extracting' then redis.call('HINCRBY', fkey, 'tries', 1) end
 return 1
 )LUA";
 
@@ -123,8 +126,9 @@ return 1
 inline constexpr const char* kDead = R"LUA(
 local entry = redis.call('XRANGE', stream, id, id)
 local last = redis.call('HGET', fkey, 'error')
-local reason = 'delivered ' .. count .. ' times (max_deliveries ' .. ARGV[8] ..
-               ') without finishing'
+local tries = redis.call('HGET', fkey, 'tries') or '0'
+local reason = 'extraction started ' .. tries .. ' times, delivered ' .. count ..
+               ' times (max_deliveries ' .. ARGV[8] .. ') without finishing'
 if last and last ~= '' then reason = reason .. '; last error: ' .. last end
 local args = {ns .. ':dead', '*'}
 if #entry > 0 then
@@ -161,7 +165,7 @@ local fields = {}
 for i = 10, #ARGV do table.insert(fields, ARGV[i]) end
 local sid = redis.call('XADD', stream, '*', unpack(fields))
 redis.call('HSET', fkey, unpack(fields))
-redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'error', '', 'checksum', '',
+redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'tries', 0, 'error', '', 'checksum', '',
            'queued_at', ts)
 set_state(fkey, ekey, 'queued', ts)
 return 1

@@ -82,8 +82,9 @@ public:
     /// Re-claims this consumer's own pending jobs (restart under the same name), bumping their
     /// epoch so that holders from before the restart are fenced off.
     Result<std::vector<Job>> take_own_pending(const std::string& stream, const Actor& consumer);
-    /// The reaper: claims jobs idle longer than lease_ms for `consumer`. Jobs past
-    /// max_deliveries are dead-lettered (returned in `dead`), the others returned to deliver.
+    /// The reaper: claims jobs idle longer than lease_ms for `consumer`. Jobs whose extraction
+    /// started max_deliveries times, or that were delivered more than twice that, are
+    /// dead-lettered (returned in `dead`); the others are returned to deliver again.
     Result<std::vector<Job>> reap(const std::string& stream, const Actor& consumer, long long lease_ms,
                                   int max_deliveries, std::vector<Job>& dead);
 

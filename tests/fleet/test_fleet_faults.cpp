@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The fleet under faults (docs/fault-tests.md): kill -9 of each role in the middle of a frame,
+// a worker stopped past its lease, Redis killed and restarted, a poison frame, workers joining
+// and draining. Every test prints and asserts lost = 0, duplicates = 0 and partial = 0.
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ex2d/service/wire.hpp"
+#include "fleet_harness.hpp"
+
+namespace ex2d::fleet_test {
+namespace {
+
+std::vector<std::string> cameras(int n)
+{
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(std::string(1, "brz"[i / 10]) + std::to_string(i % 10));
+    return out;
+}
+
+void expect_clean(const Outcome& o, const char* what)
+{
+    std::printf("%s: %s\n", what, o.report().c_str());
+    EXPECT_EQ(o.lost, 0) << what;
+    EXPECT_EQ(o.duplicates, 0) << what;
+    EXPECT_EQ(o.partial, 0) << what;
+}
+
+// A frame held by `process` in `state`, as the ledger shows it; empty if none.
+std::string frame_held_by(Fleet& fleet, int expid, const std::vector<std::string>& cams,
+                          const std::string& state, const std::string& process)
+{
+    for (const auto& c : cams) {
+        if (fleet.frame_field(expid, c, "state") == state && fleet.frame_field(expid, c, "process") == process) {
+            return c;
+        }
+    }
+    return {};
+}
+
+struct KillCase {
+    const char* role;
+    const char* state;
+    const char* delay;
+};
+
+class KillMidFrame : public ::testing::TestWithParam<KillCase> {};
+
+TEST_P(KillMidFrame, FrameIsRecoveredOnceWithNothingPartial)
+{
+    const KillCase k = GetParam();
+    Fleet fleet(std::string("kill-") + k.role);
+    const auto cams = cameras(4);
+    fleet.make_exposure(31, cams);
+    const std::string victim = std::string(k.role) + "-victim";
+    // The victim is slow in its stage so that the kill lands in the middle of a frame; it
+    // starts first so that it is the one holding the first frame.
+    Process& v = fleet.start(k.role, victim, {}, {{k.delay, "3000"}});
+    for (const char* role : {"reader", "worker", "writer"}) {
+        if (std::string(role) != k.role) fleet.start(role, std::string(role) + "-1");
+    }
+    ASSERT_EQ(fleet.submit(31), 0);
+    std::string held;
+    ASSERT_TRUE(eventually(30, [&] { return !(held = frame_held_by(fleet, 31, cams, k.state, victim)).empty(); }));
+    v.signal(SIGKILL);
+    EXPECT_EQ(v.wait(5), 128 + SIGKILL);
+    fleet.start(k.role, std::string(k.role) + "-2");
+    ASSERT_TRUE(fleet.wait_exposure(31, 60));
+    expect_clean(fleet.check({31}, cams), (std::string("kill -9 ") + k.role).c_str());
+    EXPECT_GE(std::stoi(fleet.frame_field(31, held, "attempt")), 2) << held;
+}
+
+INSTANTIATE_TEST_SUITE_P(Roles, KillMidFrame,
+                         ::testing::Values(KillCase{"reader", "reading", "EX2D_TEST_DELAY_READ_MS"},
+                                           KillCase{"worker", "extracting", "EX2D_TEST_DELAY_EXTRACT_MS"},
+                                           KillCase{"writer", "writing", "EX2D_TEST_DELAY_WRITE_MS"}),
+                         [](const auto& info) { return std::string(info.param.role); });
+
+TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
+{
+    Fleet fleet("sigstop");
+    fleet.make_exposure(32, {"r3"});
+    fleet.start("reader", "reader-1");
+    fleet.start("writer", "writer-1");
+    Process& a = fleet.start("worker", "worker-a", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "3000"}});
+    ASSERT_EQ(fleet.submit(32), 0);
+    ASSERT_TRUE(eventually(20, [&] { return fleet.frame_field(32, "r3", "state") == "extracting"; }));
+    a.signal(SIGSTOP);
+    fleet.start("worker", "worker-b");
+    ASSERT_TRUE(fleet.wait_exposure(32, 30));
+    EXPECT_EQ(fleet.frame_field(32, "r3", "attempt"), "2");
+    EXPECT_EQ(fleet.frame_field(32, "r3", "process"), "writer-1");
+    const std::string checksum = fleet.frame_field(32, "r3", "checksum");
+    a.signal(SIGCONT);
+    // A wakes, finds its lease gone and drops its result; nothing it does reaches the file.
+    ASSERT_TRUE(eventually(20, [&] {
+        return fleet.count_log_lines("lease was lost") + fleet.count_log_lines("result refused: stale_epoch") >= 1;
+    }));
+    EXPECT_EQ(*wire::file_checksum128(fleet.output_path(32, "r3")), checksum);
+    expect_clean(fleet.check({32}, {"r3"}), "SIGSTOP worker past lease");
+}
+
+TEST(FleetFaults, RedisKilledAndRestartedLosesNothing)
+{
+    Fleet fleet("redis-restart");
+    const auto cams = cameras(8);
+    fleet.make_exposure(33, cams);
+    fleet.start("reader", "reader-1");
+    Process& w1 = fleet.start("worker", "worker-1", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "400"}});
+    Process& w2 = fleet.start("worker", "worker-2", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "400"}});
+    Process& wr = fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.submit(33), 0);
+    ASSERT_TRUE(eventually(30, [&] {
+        return std::atoi(fleet.redis({"HGET", "ex2d:exposure:nightly:00000033", "n_done"}).str.c_str()) >= 2;
+    }));
+    fleet.kill_redis();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    fleet.restart_redis();
+    ASSERT_TRUE(fleet.wait_exposure(33, 60));
+    expect_clean(fleet.check({33}, cams), "redis kill -9 and restart");
+    EXPECT_TRUE(w1.running() && w2.running() && wr.running()) << "services must ride out a Redis restart";
+    EXPECT_GE(fleet.count_log_lines("redis connection lost") + fleet.count_log_lines("redis unreachable"), 1);
+}
+
+TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
+{
+    Fleet fleet("poison");
+    const auto cams = cameras(4);
+    fleet.make_exposure(34, cams);
+    fleet.settings["queue.max_deliveries"] = "3";
+    fleet.env["EX2D_TEST_POISON_JOB"] = "nightly/00000034/b1";
+    fleet.start("reader", "reader-1");
+    fleet.start("writer", "writer-1");
+    // A supervisor restarts workers that die, as Slurm or Kubernetes would.
+    std::vector<Process*> workers = {&fleet.start("worker", "worker-1"), &fleet.start("worker", "worker-2")};
+    ASSERT_EQ(fleet.submit(34), 0);
+    int restarts = 0;
+    const bool finished = eventually(90, [&] {
+        for (auto*& w : workers) {
+            if (!w->running()) w = &fleet.start("worker", "worker-r" + std::to_string(++restarts));
+        }
+        const std::string state = fleet.redis({"HGET", "ex2d:exposure:nightly:00000034", "state"}).str;
+        return state == "done_with_errors";
+    });
+    ASSERT_TRUE(finished);
+    EXPECT_EQ(fleet.frame_field(34, "b1", "state"), "dead");
+    EXPECT_EQ(restarts, 3) << "one worker death per delivery";
+    const auto dead = fleet.redis({"XRANGE", "ex2d:dead", "-", "+"});
+    ASSERT_EQ(dead.elements.size(), 1u);
+    std::map<std::string, std::string> entry;
+    for (const auto& [k, v] : dead.elements[0].elements[1].pairs()) entry[k] = v;
+    EXPECT_EQ(entry["job"], "nightly/00000034/b1");
+    EXPECT_EQ(entry["attempts"], "4");
+    EXPECT_NE(entry["reason"].find("extraction started 3 times, delivered 4 times (max_deliveries 3)"),
+              std::string::npos) << entry["reason"];
+    std::string out;
+    ASSERT_EQ(fleet.ctl({"status"}, &out), 0);
+    EXPECT_NE(out.find("nightly/00000034/b1: extraction started 3 times"), std::string::npos) << out;
+    const Outcome o = fleet.check({34}, cams);
+    expect_clean(o, "poison frame");
+    EXPECT_EQ(o.dead, 1);
+    EXPECT_EQ(o.done, 3);
+}
+
+TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
+{
+    Fleet fleet("join-drain");
+    const auto cams = cameras(10);
+    fleet.make_exposure(35, cams);
+    fleet.start("reader", "reader-1");
+    fleet.start("writer", "writer-1");
+    Process& w1 = fleet.start("worker", "worker-1", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "500"}});
+    ASSERT_EQ(fleet.submit(35), 0);
+    auto n_done = [&] {
+        return std::atoi(fleet.redis({"HGET", "ex2d:exposure:nightly:00000035", "n_done"}).str.c_str());
+    };
+    ASSERT_TRUE(eventually(30, [&] { return n_done() >= 2; }));
+    fleet.start("worker", "worker-2", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "500"}});
+    ASSERT_TRUE(eventually(30, [&] { return n_done() >= 4; }));
+    ASSERT_EQ(fleet.ctl({"drain", "worker-1"}), 0);
+    EXPECT_EQ(w1.wait(25), 0) << "a drained worker exits 0 within the drain timeout";
+    ASSERT_TRUE(fleet.wait_exposure(35, 60));
+    expect_clean(fleet.check({35}, cams), "worker added and drained");
+    EXPECT_GE(fleet.count_log_lines("\"name\":\"worker-2\",\"host\"") , 1);
+    EXPECT_GE(fleet.count_log_lines("worker=worker-2"), 2) << "the new worker took frames";
+}
+
+TEST(FleetFaults, SigtermMidFrameFinishesTheFrameAndExitsZero)
+{
+    Fleet fleet("sigterm");
+    fleet.make_exposure(36, {"z4"});
+    fleet.start("reader", "reader-1");
+    fleet.start("writer", "writer-1");
+    Process& w = fleet.start("worker", "worker-1", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "2000"}});
+    ASSERT_EQ(fleet.submit(36), 0);
+    ASSERT_TRUE(eventually(20, [&] { return fleet.frame_field(36, "z4", "state") == "extracting"; }));
+    const auto t0 = std::chrono::steady_clock::now();
+    w.signal(SIGTERM);
+    EXPECT_EQ(w.wait(25), 0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 25.0);
+    ASSERT_TRUE(fleet.wait_exposure(36, 20));
+    EXPECT_EQ(fleet.frame_field(36, "z4", "attempt"), "1") << "finished by the draining worker itself";
+    expect_clean(fleet.check({36}, {"z4"}), "SIGTERM mid-frame");
+}
+
+TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
+{
+    Fleet fleet("slow-worker");
+    const auto cams = cameras(8);
+    fleet.make_exposure(37, cams);
+    Process& r = fleet.start("reader", "reader-1", {{"reader.prefetch", "1"}});
+    fleet.start("writer", "writer-1");
+    fleet.start("worker", "worker-1", {{"worker.credit", "2"}}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "700"}});
+    ASSERT_EQ(fleet.submit(37), 0);
+    // The reader may hold its prefetch plus what it is sending; the rest waits in Redis.
+    int most_held = 0, samples = 0;
+    long rss_start = r.rss_kib(), rss_max = rss_start;
+    eventually(60, [&] {
+        int held = 0;
+        for (const auto& c : cams) held += fleet.frame_field(37, c, "state") == "reading";
+        most_held = std::max(most_held, held);
+        rss_max = std::max(rss_max, r.rss_kib());
+        ++samples;
+        return fleet.redis({"HGET", "ex2d:exposure:nightly:00000037", "state"}).str == "done";
+    });
+    std::printf("slow worker: reader held at most %d frame(s) over %d samples, RSS %ld -> %ld KiB\n",
+                most_held, samples, rss_start, rss_max);
+    EXPECT_LE(most_held, 2);
+    EXPECT_LT(rss_max - rss_start, 64 * 1024);
+    expect_clean(fleet.check({37}, cams), "slow worker");
+}
+
+}  // namespace
+}  // namespace ex2d::fleet_test
