@@ -73,7 +73,7 @@ std::pair<long long, long long> calls_and_usec(const std::string& value)
 
 }  // namespace
 
-Status LocalRedis::start(const std::string& server_binary)
+Status LocalRedis::start(const std::string& server_binary, const std::vector<std::string>& config)
 {
     char pattern[] = "/tmp/ex2d-queue-bench-XXXXXX";
     if (!::mkdtemp(pattern)) return Status::io("cannot create a temporary folder in /tmp");
@@ -86,6 +86,11 @@ Status LocalRedis::start(const std::string& server_binary)
                                      "--dir", dir_, "--logfile", log, "--daemonize", "no",
                                      "--appendonly", "yes", "--appendfsync", "everysec",
                                      "--maxmemory-policy", "noeviction", "--save", ""};
+    for (const auto& c : config) {
+        const auto eq = c.find('=');
+        args.push_back("--" + c.substr(0, eq));
+        if (eq != std::string::npos) args.push_back(c.substr(eq + 1));
+    }
     pid_ = ::fork();
     if (pid_ < 0) return Status::io("fork failed");
     if (pid_ == 0) {
@@ -130,16 +135,23 @@ void LocalRedis::stop()
     }
 }
 
-long long Snapshot::client_calls() const
+bool Snapshot::is_client_command(const std::string& cmdstat_name)
 {
     // The commands the control plane sends from the client side; scripts never call these.
     static const char* const names[] = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xreadgroup",
                                         "cmdstat_xautoclaim", "cmdstat_smembers",
                                         "cmdstat_xgroup|create", "cmdstat_script|load"};
-    long long n = 0;
     for (const char* name : names) {
-        const auto it = commands.find(name);
-        if (it != commands.end()) n += it->second.first;
+        if (cmdstat_name == name) return true;
+    }
+    return false;
+}
+
+long long Snapshot::client_calls() const
+{
+    long long n = 0;
+    for (const auto& [name, cu] : commands) {
+        if (is_client_command(name)) n += cu.first;
     }
     return n;
 }
@@ -160,15 +172,29 @@ Result<Snapshot> snapshot(service::RedisClient& redis)
     const Info info = parse_info(v.str);
     Snapshot s;
     s.cpu_all = number(info, "used_cpu_sys") + number(info, "used_cpu_user");
-    s.cpu_main = number(info, "used_cpu_sys_main_thread") + number(info, "used_cpu_user_main_thread");
+    s.cpu_main_user = number(info, "used_cpu_user_main_thread");
+    s.cpu_main = number(info, "used_cpu_sys_main_thread") + s.cpu_main_user;
     s.cpu_children = number(info, "used_cpu_sys_children") + number(info, "used_cpu_user_children");
     s.used_memory = (long long)number(info, "used_memory");
     s.aof_size = (long long)number(info, "aof_current_size");
     s.aof_rewrites = (long long)number(info, "aof_rewrites");
+    s.aof_rewriting = number(info, "aof_rewrite_in_progress") != 0;
     for (const auto& [key, value] : info) {
         if (key.rfind("cmdstat_", 0) == 0) s.commands[key] = calls_and_usec(value);
     }
     return s;
+}
+
+void AofMeter::sample(const Snapshot& s, long long jobs_done)
+{
+    if (have_ && !s.aof_rewriting && !last_.aof_rewriting && s.aof_rewrites == last_.aof_rewrites &&
+        s.aof_size >= last_.aof_size) {
+        bytes_ += s.aof_size - last_.aof_size;
+        jobs_ += jobs_done - last_jobs_;
+    }
+    have_ = true;
+    last_ = s;
+    last_jobs_ = jobs_done;
 }
 
 const char* op_name(int op)

@@ -72,8 +72,8 @@ Job make_job(long long index, const std::string& lane, const std::string& campai
     j.expid = expid;
     j.night = night;
     j.job = campaign + "/" + j.expid + "/" + j.camera;
-    const std::string root =
-        "/global/cfs/cdirs/desi/spectro/redux/" + (lane == "nightly" ? std::string("daily") : campaign);
+    const std::string specprod = lane == "nightly" ? std::string("daily") : campaign;
+    const std::string root = "/global/cfs/cdirs/desi/spectro/redux/" + specprod;
     const std::string tail = j.camera + "-" + j.expid;
     j.preproc = root + "/preproc/" + j.night + "/" + j.expid + "/preproc-" + tail + ".fits.gz";
     j.psf = root + "/exposures/" + j.night + "/" + j.expid + "/psf-" + tail + ".fits";
@@ -175,12 +175,15 @@ void Fleet::process(ControlPlane& plane, Job job, int number, OpTimes& times)
     };
     if (dies && dies_after == 0) return drop();
     if (!step(op_advance, [&] { return plane.advance(job, "extracting", worker); })) return;
-    if (options_.work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options_.work_ms));
+    if (options_.work_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(options_.work_ms));
+    }
     if (dies && dies_after == 1) return drop();
     if (!step(op_advance, [&] { return plane.advance(job, "writing", writer); })) return;
     if (dies && dies_after == 2) return drop();
     if (!step(op_renew, [&] { return plane.renew(job); })) return;
-    const std::string checksum = hex16(mix(std::uint64_t(index))) + hex16(mix(~std::uint64_t(index)));
+    const auto key = std::uint64_t(index);
+    const std::string checksum = hex16(mix(key)) + hex16(mix(~key));
     const long long bytes = 31457280 + index % 4096;
     if (!step(op_finish, [&] { return plane.finish(job, checksum, bytes, writer); })) return;
     record_finish(index);

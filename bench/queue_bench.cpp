@@ -4,8 +4,11 @@
 // extraction, and reports what Redis sustains and where it would saturate.
 // docs/control-plane-scale.md has the measured figures.
 
+#include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -33,6 +36,7 @@ struct Run {
     long long submit_skipped = 0, submit_errors = 0;
     bool timed_out = false;
     OpTimes times;
+    AofMeter aof_submit, aof_process;
     // INFO when 10% and 90% of the jobs are done: the steady phase, without the start (1000
     // connections opening) and the tail (jobs waiting for the reaper).
     Snapshot steady[2];
@@ -42,10 +46,11 @@ struct Run {
 
 // Submits from several connections: each submit is two round trips (XGROUP CREATE, the script)
 // and the API has no pipelining, so one connection would measure loopback latency only.
-void submit_all(Run& run)
+void submit_all(Run& run, RedisClient& admin)
 {
     std::vector<OpTimes> times(std::size_t(run.o.submitters));
-    std::atomic<long long> skipped{0}, errors{0};
+    std::atomic<long long> skipped{0}, errors{0}, done{0};
+    std::atomic<int> running{run.o.submitters};
     std::vector<std::thread> threads;
     const auto t0 = Clock::now();
     for (int t = 0; t < run.o.submitters; ++t) {
@@ -58,8 +63,15 @@ void submit_all(Run& run)
                 times[std::size_t(t)].add(op_submit, start);
                 if (!queued.is_ok()) ++errors;
                 else if (!queued.value()) ++skipped;
+                ++done;
             }
+            --running;
         });
+    }
+    while (running > 0) {
+        auto s = snapshot(admin);
+        if (s.is_ok()) run.aof_submit.sample(s.value(), done);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     for (auto& t : threads) t.join();
     run.submit_wall = seconds_since(t0);
@@ -81,8 +93,12 @@ void process_all(Run& run, Fleet& fleet, RedisClient& admin)
     long long last_n = 0;
     double last_t = 0;
     int steady_taken = 0;
-    while (!fleet.stop) {
+    for (int tick = 0; !fleet.stop; ++tick) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (tick % 5 == 0) {
+            auto s = snapshot(admin);
+            if (s.is_ok()) run.aof_process.sample(s.value(), fleet.finished);
+        }
         const double t = seconds_since(fleet.t0);
         if (t > run.o.max_seconds) {
             run.timed_out = true;
@@ -109,7 +125,8 @@ void process_all(Run& run, Fleet& fleet, RedisClient& admin)
         next_report += run.o.progress_s;
     }
     for (auto& t : threads) t.join();
-    run.process_wall = fleet.t_last_us >= 0 ? double(fleet.t_last_us) / 1e6 : seconds_since(fleet.t0);
+    run.process_wall =
+        fleet.t_last_us >= 0 ? double(fleet.t_last_us) / 1e6 : seconds_since(fleet.t0);
     for (const auto& t : times) run.times.merge(t);
 }
 
@@ -176,16 +193,32 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
     const double steady_s = double(fleet.t_90_us - fleet.t_10_us) / 1e6;
     const double steady = steady_s > 0 ? 0.8 * n / steady_s : 0.0;
     std::printf("process: wall %.1f s, sustained %.0f jobs/s (10%%..90%% finished), overall "
-                "%.0f jobs/s\n", run.process_wall, steady, double(fleet.finished) / run.process_wall);
+                "%.0f jobs/s\n",
+                run.process_wall, steady, double(fleet.finished) / run.process_wall);
     std::printf("\nround trips per job (client commands, from INFO commandstats): submit %.2f, "
                 "processing %.2f (%lld empty polls in all)\n",
                 double(s1.client_calls() - s0.client_calls()) / n,
                 double(s2.client_calls() - s1.client_calls()) / n, fleet.empty_polls.load());
     std::printf("Redis commands per job, those run by scripts included: %.1f\n",
                 double(s2.all_calls() - s0.all_calls()) / n);
-    std::printf("\nRedis CPU per 100,000 jobs: %.1f s (main thread %.1f s; submit %.1f s, "
-                "processing %.1f s); AOF rewrite children %.1f s, %lld rewrites\n",
+    // Time inside the commands the clients send (a script's time includes its commands); the
+    // rest of the main thread's CPU is sockets, protocol parsing and the AOF.
+    std::printf("Redis time inside client commands per job (us):");
+    double inside = 0;
+    for (const auto& [name, cu] : s2.commands) {
+        const auto it = s0.commands.find(name);
+        const auto before = it == s0.commands.end() ? std::pair<long long, long long>{} : it->second;
+        const long long calls = cu.first - before.first, usec = cu.second - before.second;
+        if (!Snapshot::is_client_command(name) || calls == 0) continue;
+        std::printf(" %s %.1f", name.c_str() + 8, double(usec) / n);
+        inside += double(usec) / n;
+    }
+    std::printf("; in all %.1f of %.1f us of main-thread CPU\n", inside,
+                (s2.cpu_main - s0.cpu_main) * 1e6 / n);
+    std::printf("\nRedis CPU per 100,000 jobs: %.1f s (main thread %.1f s, of which user %.1f s; "
+                "submit %.1f s, processing %.1f s); AOF rewrite children %.1f s, %lld rewrites\n",
                 (s2.cpu_all - s0.cpu_all) * per100k, (s2.cpu_main - s0.cpu_main) * per100k,
+                (s2.cpu_main_user - s0.cpu_main_user) * per100k,
                 (s1.cpu_all - s0.cpu_all) * per100k, (s2.cpu_all - s1.cpu_all) * per100k,
                 (s2.cpu_children - s0.cpu_children) * per100k, s2.aof_rewrites - s0.aof_rewrites);
     const double mib = 1024.0 * 1024.0;
@@ -199,14 +232,20 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
                 v.exposures, v.exposure_bytes * double(v.exposures) * per100k / mib);
     std::printf("  events stream: XLEN %lld (MAXLEN ~ 100000), %.1f MiB in all\n", v.events_length,
                 double(v.events_bytes) / mib);
-    std::printf("AOF: %.1f MiB (%.1f MiB per 100,000 jobs, since the last rewrite)\n",
-                double(s2.aof_size) / mib, double(s2.aof_size - s0.aof_size) * per100k / mib);
+    const double aof_job = run.aof_submit.bytes_per_job() + run.aof_process.bytes_per_job();
+    std::printf("AOF appended: %.1f KiB per job = %.0f MiB per 100,000 jobs (submit %.1f KiB, "
+                "processing %.1f KiB per job); %.1f MiB at the end, after %lld automatic "
+                "rewrites\n",
+                aof_job / 1024, aof_job * 1e5 / mib, run.aof_submit.bytes_per_job() / 1024,
+                run.aof_process.bytes_per_job() / 1024, double(s2.aof_size) / mib,
+                s2.aof_rewrites - s0.aof_rewrites);
 
     print_latencies(run.times);
     print_saturation(run, s0, s1, s2);
 
     const long long lost = run.o.jobs - fleet.finished;
-    std::printf("\ncounts: submitted %lld (skipped %lld), finished %lld, died %lld, redelivered %lld"
+    std::printf("\ncounts: submitted %lld (skipped %lld), finished %lld, died %lld, "
+                "redelivered %lld"
                 " (done on a later delivery per Redis: %lld), dead-lettered %lld, leases lost by "
                 "live holders %lld, client errors %lld\n",
                 run.o.jobs - run.submit_skipped - run.submit_errors, run.submit_skipped,
@@ -242,7 +281,8 @@ int run_bench(Run& run, bool own_server)
         if (own_server) return 2;
     }
     ControlPlane plane(admin, run.ns);
-    run.stream = run.lane == "nightly" ? plane.nightly_stream() : plane.campaign_stream(run.campaign);
+    run.stream =
+        run.lane == "nightly" ? plane.nightly_stream() : plane.campaign_stream(run.campaign);
     // The nightly stream exists in every fleet; readers look at it before any campaign.
     if (Status s = plane.ensure_group(plane.nightly_stream()); !s.is_ok()) {
         std::fprintf(stderr, "%s\n", s.message().c_str());
@@ -260,7 +300,7 @@ int run_bench(Run& run, bool own_server)
                 run.o.jobs, (run.o.jobs + kCameras - 1) / kCameras, kCameras, run.o.workers,
                 run.lane.c_str(), run.redis.host.c_str(), run.redis.port, run.ns.c_str());
     auto s0 = snapshot(admin);
-    submit_all(run);
+    submit_all(run, admin);
     auto s1 = snapshot(admin);
     std::printf("submitted in %.1f s; processing\n", run.submit_wall);
     Fleet fleet(run.o, run.redis, run.ns, run.stream);
@@ -276,7 +316,8 @@ int run_bench(Run& run, bool own_server)
         std::fprintf(stderr, "%s\n", v.status().message().c_str());
         return 2;
     }
-    const int rc = report(run, fleet, s0.value(), s1.value(), s2.value(), v.value(), zombie_accepted);
+    const int rc =
+        report(run, fleet, s0.value(), s1.value(), s2.value(), v.value(), zombie_accepted);
     if (!own_server) (void)delete_namespace(admin, run.ns);
     return rc;
 }
@@ -287,19 +328,24 @@ int main(int argc, char** argv)
 {
     Run run;
     std::string server = "redis-server";
+    std::vector<std::string> server_config;
     int port = 0;
     CLI::App app{"ex2d-queue-bench: load test of the Redis control plane with simulated workers"};
     app.add_option("--jobs", run.o.jobs, "Jobs to drive through the queue")->capture_default_str();
     app.add_option("--workers", run.o.workers, "Simulated workers (threads, one connection each)")
         ->capture_default_str();
-    app.add_option("--submitters", run.o.submitters, "Connections submitting")->capture_default_str();
+    app.add_option("--submitters", run.o.submitters, "Connections submitting")
+        ->capture_default_str();
     app.add_option("--die-fraction", run.o.die_fraction,
                    "Fraction of jobs whose first holder dies holding them")->capture_default_str();
-    app.add_option("--lease-ms", run.o.lease_ms, "Lease given to the reaper")->capture_default_str();
+    app.add_option("--lease-ms", run.o.lease_ms, "Lease given to the reaper")
+        ->capture_default_str();
     app.add_option("--reap-interval-ms", run.o.reap_interval_ms, "Reaper period")
         ->capture_default_str();
-    app.add_option("--work-ms", run.o.work_ms, "Sleep of the no-op extraction")->capture_default_str();
-    app.add_option("--lane", run.lane, "campaign or nightly")->check(CLI::IsMember({"campaign", "nightly"}));
+    app.add_option("--work-ms", run.o.work_ms, "Sleep of the no-op extraction")
+        ->capture_default_str();
+    app.add_option("--lane", run.lane, "campaign or nightly")
+        ->check(CLI::IsMember({"campaign", "nightly"}));
     app.add_option("--progress-s", run.o.progress_s, "Seconds between progress lines")
         ->capture_default_str();
     app.add_option("--max-seconds", run.o.max_seconds, "Give up processing after this")
@@ -307,6 +353,8 @@ int main(int argc, char** argv)
     app.add_option("--redis-port", port, "Use the Redis on this loopback port (keys under a fresh "
                    "namespace, deleted at the end) instead of starting one");
     app.add_option("--redis-server", server, "redis-server binary to start")->capture_default_str();
+    app.add_option("--redis-config", server_config,
+                   "Extra setting of the started server, name=value (repeatable)");
     CLI11_PARSE(app, argc, argv);
     if (run.o.jobs < 1 || run.o.workers < 1 || run.o.submitters < 1 || run.o.lease_ms < 1) {
         std::fprintf(stderr, "--jobs, --workers, --submitters and --lease-ms must be positive\n");
@@ -317,7 +365,7 @@ int main(int argc, char** argv)
     run.redis.timeout_ms = 60000;  // a timeout re-sends a finish, whose retry reads "not pending"
     LocalRedis local;
     if (port == 0) {
-        if (Status s = local.start(server); !s.is_ok()) {
+        if (Status s = local.start(server, server_config); !s.is_ok()) {
             std::fprintf(stderr, "%s\n", s.message().c_str());
             return 2;
         }

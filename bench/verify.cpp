@@ -38,9 +38,8 @@ Status check_frames(const service::RedisOptions& options, const std::string& ns,
     service::ControlPlane plane(redis, ns);
     for (long long i = begin; i < end; ++i) {
         const service::Job job = make_job(i, lane, campaign, "");
-        EX2D_ASSIGN_OR_RETURN(RedisValue v,
-                              redis.command({"HMGET", plane.frame_key(campaign, job.expid, job.camera),
-                                             "state", "attempt"}));
+        const std::string key = plane.frame_key(campaign, job.expid, job.camera);
+        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.command({"HMGET", key, "state", "attempt"}));
         if (v.elements.size() != 2 || v.elements[0].str != "done") {
             ++not_done;
             continue;
@@ -108,7 +107,8 @@ Result<Verification> verify(const service::RedisOptions& options, const std::str
     out.frame_bytes = double(frame_total) / double(samples);
     out.exposure_bytes = double(exposure_total) / double(samples);
     const service::Job job = make_job(0, lane, campaign, "");
-    auto enc = redis.command({"OBJECT", "ENCODING", plane.frame_key(campaign, job.expid, job.camera)});
+    const std::string key = plane.frame_key(campaign, job.expid, job.camera);
+    auto enc = redis.command({"OBJECT", "ENCODING", key});
     if (enc.is_ok()) out.frame_encoding = enc.value().str;
     return out;
 }
