@@ -207,7 +207,8 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
     double inside = 0;
     for (const auto& [name, cu] : s2.commands) {
         const auto it = s0.commands.find(name);
-        const auto before = it == s0.commands.end() ? std::pair<long long, long long>{} : it->second;
+        const std::pair<long long, long long> before =
+            it == s0.commands.end() ? std::pair<long long, long long>{} : it->second;
         const long long calls = cu.first - before.first, usec = cu.second - before.second;
         if (!Snapshot::is_client_command(name) || calls == 0) continue;
         std::printf(" %s %.1f", name.c_str() + 8, double(usec) / n);
