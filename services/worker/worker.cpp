@@ -197,6 +197,7 @@ void Worker::accept_frame(wire::IncomingMessage message)
     }
     keeper_->hold(job);
     ctx_.metrics().frames("received").Increment();
+    logger()->info("frame received from reader={}", inputs.value().reader);
     waiting_.push_back(std::move(inputs).value());
 }
 
@@ -267,6 +268,7 @@ void Worker::start_extraction()
         logger()->critical("EX2D_TEST_POISON_JOB matches job={}: killing this worker", in.job.job);
         ::raise(SIGKILL);
     }
+    logger()->info("extraction started");
     extracting_job_ = in.job;
     extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
         return extract(std::move(in));
@@ -315,6 +317,10 @@ void Worker::send_result()
     for (const auto& p : sending_parts_) bytes += p.size();
     if (!service::try_send(push_, sending_parts_)) return;
     ctx_.metrics().bytes("sent").Increment(double(bytes));
+    {
+        service::ScopedLogContext lc(log_context(*sending_job_));
+        logger()->info("result sent bytes={}", bytes);
+    }
     // The writer renews the lease from here.
     keeper_->release(*sending_job_);
     sending_job_.reset();

@@ -73,6 +73,7 @@ void Writer::handle(wire::IncomingMessage message)
         return;
     }
     keeper_->hold(job);
+    logger()->info("result received from worker={}", out.worker);
     const auto start = Clock::now();
     auto still_ours = [&] {
         auto f = plane_->renew(job);
