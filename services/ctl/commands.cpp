@@ -259,6 +259,11 @@ int campaign_action(Connection& c, const std::string& action, const std::string&
     must(c.redis->command({"HSET", key, "state", state, "updated_at", std::to_string(service::unix_ms())}));
     if (state == "active") must(c.redis->command({"SADD", c.plane->key("campaigns:active"), name}));
     else must(c.redis->command({"SREM", c.plane->key("campaigns:active"), name}));
+    if (state == "cancelled") {
+        auto n = c.plane->cancel_queued(name);
+        if (!n.is_ok()) throw CtlExit{3, n.status().message()};
+        std::cout << "cancelled " << n.value() << " queued frame(s)\n";
+    }
     std::cout << "campaign " << name << ": " << state
               << (state == "active" ? "" : " (frames in flight finish; no new frame is read)") << "\n";
     return 0;
@@ -281,7 +286,7 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
         }
         const std::string state = h.value("state", "");
         if (state == "done") return 0;
-        if (state == "done_with_errors") return 4;
+        if (state == "done_with_errors" || state == "cancelled") return 4;
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (timeout_s > 0 && waited > timeout_s) {
             std::cerr << "ex2dctl: timed out after " << timeout_s << " s\n";

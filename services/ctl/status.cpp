@@ -12,7 +12,8 @@ using nlohmann::json;
 
 namespace {
 
-const char* const kStates[] = {"queued", "reading", "extracting", "writing", "done", "failed", "dead"};
+const char* const kStates[] = {"queued", "reading", "extracting", "writing", "done", "failed", "dead",
+                               "cancelled"};
 
 json processes(Connection& c)
 {
@@ -53,12 +54,14 @@ void print_exposure_rows(const json& rows)
 
 void print_processes(const json& procs)
 {
-    std::printf("%-28s %-7s %-10s %-8s %-9s %-14s %s\n", "process", "role", "host", "pid", "state",
-                "device", "http");
+    std::printf("%-24s %-7s %-10s %-8s %-9s %-14s %-7s %-24s %s\n", "process", "role", "host", "pid",
+                "state", "device", "frames", "current", "http");
     for (const auto& p : procs) {
-        std::printf("%-28s %-7s %-10s %-8s %-9s %-14s %s\n", p.value("name", "").c_str(),
+        const std::string current = p.value("current", "");
+        std::printf("%-24s %-7s %-10s %-8s %-9s %-14s %-7s %-24s %s\n", p.value("name", "").c_str(),
                     p.value("role", "").c_str(), p.value("host", "").c_str(), p.value("pid", "").c_str(),
                     p.value("state", "").c_str(), p.value("device", "-").c_str(),
+                    p.value("frames", "-").c_str(), current.empty() ? "-" : current.c_str(),
                     p.value("http", "").c_str());
     }
 }

@@ -137,6 +137,7 @@ bool Reader::dispatch()
         credits_.pop_front();
         ready_.pop_front();
         ++frames_sent_;
+        keeper_->set_field("frames", std::to_string(frames_sent_));
         sent_any = true;
     }
     return sent_any;

@@ -269,6 +269,7 @@ void Worker::start_extraction()
         ::raise(SIGKILL);
     }
     logger()->info("extraction started");
+    keeper_->set_field("current", in.job.job);
     extracting_job_ = in.job;
     extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
         return extract(std::move(in));
@@ -281,6 +282,8 @@ void Worker::collect_extraction()
     if (extraction_.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) return;
     Job job = *extracting_job_;
     extracting_job_.reset();
+    keeper_->set_field("current", "");
+    ctx_.metrics().device_memory_bytes().Set(double(backend_->device_report().held_bytes));
     service::ScopedLogContext lc(log_context(job));
     auto result = extraction_.get();
     if (!result.is_ok()) {
@@ -326,6 +329,7 @@ void Worker::send_result()
     sending_job_.reset();
     sending_parts_.clear();
     ++frames_done_;
+    keeper_->set_field("frames", std::to_string(frames_done_));
 }
 
 bool Worker::step()

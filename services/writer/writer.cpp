@@ -108,6 +108,7 @@ void Writer::handle(wire::IncomingMessage message)
     ctx_.metrics().stage_seconds("write").Observe(write_seconds);
     ctx_.metrics().frames(outcome.value().skipped ? "skipped" : "written").Increment();
     ++frames_done_;
+    keeper_->set_field("frames", std::to_string(frames_done_));
     logger()->info("frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
                    "extract_s={:.2f} worker={}",
                    outcome.value().skipped ? "already written" : "written", job.output,

@@ -257,6 +257,14 @@ Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms)
     return fenced(lua::kHandBack, job, {std::to_string(lease_ms + 1)});
 }
 
+Result<long long> ControlPlane::cancel_queued(const std::string& campaign)
+{
+    const std::vector<std::string> args = {ns_, campaign_stream(campaign), "0-0", "0", campaign, "", ""};
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(lua::kCancelQueued, false), {}, args));
+    if (v.is_error()) return Status::io("redis cancel " + campaign + ": " + v.str);
+    return v.as_int();
+}
+
 Result<std::map<std::string, std::string>> ControlPlane::frame(const std::string& campaign,
                                                                const std::string& expid,
                                                                const std::string& camera)

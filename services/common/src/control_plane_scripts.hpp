@@ -39,10 +39,12 @@ local function exposure_check(ekey, ts)
                        'campaign', 'night', 'expid')
   local n = tonumber(h[1] or '0')
   local done = tonumber(h[2] or '0')
+  local cancelled = tonumber(redis.call('HGET', ekey, 'n_cancelled') or '0')
   local bad = tonumber(h[3] or '0') + tonumber(h[4] or '0')
-  if n > 0 and done + bad >= n and h[5] == 'active' then
+  if n > 0 and done + bad + cancelled >= n and h[5] == 'active' then
     local st = 'done'
     if bad > 0 then st = 'done_with_errors' end
+    if cancelled > 0 then st = 'cancelled' end
     redis.call('HSET', ekey, 'state', st, 'done_at', ts)
     redis.call('XADD', ns .. ':events', 'MAXLEN', '~', '100000', '*', 'type', 'exposure_done',
                'campaign', h[6] or '', 'night', h[7] or '', 'expid', h[8] or '', 'state', st,
@@ -169,6 +171,33 @@ redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'tries', 0, 'error', ''
            'queued_at', ts)
 set_state(fkey, ekey, 'queued', ts)
 return 1
+)LUA";
+
+// cancel_queued: ARGV[2] = the campaign's stream. Frames of entries the readers have not yet
+// taken (after the group's last-delivered id) move from queued to cancelled.
+inline constexpr const char* kCancelQueued = R"LUA(
+local last = '0-0'
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+  local name, delivered
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i + 1] end
+    if g[i] == 'last-delivered-id' then delivered = g[i + 1] end
+  end
+  if name == 'readers' then last = delivered end
+end
+local n = 0
+for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+')) do
+  local f = {}
+  for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+  local fk = ns .. ':frame:' .. f['campaign'] .. ':' .. f['expid'] .. ':' .. f['camera']
+  local ek = ns .. ':exposure:' .. f['campaign'] .. ':' .. f['expid']
+  if redis.call('HGET', fk, 'state') == 'queued' then
+    set_state(fk, ek, 'cancelled', ts)
+    exposure_check(ek, ts)
+    n = n + 1
+  end
+end
+return n
 )LUA";
 
 }  // namespace ex2d::service::lua

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/service/zmq_util.hpp"
 
+#include <unistd.h>
+
 #include <zmq_addon.hpp>
 
 namespace ex2d::service {
@@ -27,7 +29,15 @@ std::string bind_socket(zmq::socket_t& socket, std::string address, const std::s
     const auto pos = address.find("{name}");
     if (pos != std::string::npos) address.replace(pos, 6, name);
     socket.bind(address);
-    return socket.get(zmq::sockopt::last_endpoint);
+    std::string endpoint = socket.get(zmq::sockopt::last_endpoint);
+    // Peers on other nodes cannot connect to a wildcard address: advertise this host's name.
+    const auto wildcard = endpoint.find("0.0.0.0");
+    if (wildcard != std::string::npos) {
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        endpoint.replace(wildcard, 7, host);
+    }
+    return endpoint;
 }
 
 bool try_send(zmq::socket_t& socket, std::vector<zmq::message_t>& parts)

@@ -104,6 +104,10 @@ public:
     /// reaper pass re-delivers it), fenced. Used when draining.
     Result<Fence> hand_back(const Job& job, long long lease_ms);
 
+    /// Cancels a campaign's frames that no reader has taken yet (state cancelled); returns how
+    /// many. Frames in flight finish.
+    Result<long long> cancel_queued(const std::string& campaign);
+
     /// Current frame hash (empty when absent).
     Result<std::map<std::string, std::string>> frame(const std::string& campaign,
                                                      const std::string& expid,
