@@ -101,7 +101,7 @@ TEST(FleetPipeline, ResubmittedExposureIsNotWrittenTwice)
     EXPECT_EQ(o.lost + o.duplicates + o.partial, 0);
 }
 
-TEST(FleetPipeline, BadInputFailsWithItsReasonAndTheRestCompletes)
+TEST(FleetPipeline, BadInputFailsWithItsReasonAndIsRequeuedOnceRepaired)
 {
     Fleet fleet("badinput");
     const auto paths = fleet.make_exposure(13, {"b2", "r2"});
@@ -118,6 +118,18 @@ TEST(FleetPipeline, BadInputFailsWithItsReasonAndTheRestCompletes)
     EXPECT_EQ(fleet.frame_field(13, "r2", "state"), "done");
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str, "done_with_errors");
     EXPECT_FALSE(std::filesystem::exists(fleet.output_path(13, "b2")));
+    // Once the file is repaired, the operator queues the failed frame again.
+    std::filesystem::remove(paths[0]);
+    fleet.make_exposure(13, {"b2"});
+    std::string out;
+    ASSERT_EQ(fleet.ctl({"requeue", "--exposure", "13"}, &out), 0);
+    EXPECT_NE(out.find("requeued 1 frame(s)"), std::string::npos) << out;
+    ASSERT_TRUE(eventually(30, [&] { return fleet.frame_field(13, "b2", "state") == "done"; }));
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str, "done");
+    const Outcome o = fleet.check({13}, {"b2", "r2"});
+    std::printf("fleet requeue: %s\n", o.report().c_str());
+    EXPECT_EQ(o.done, 2);
+    EXPECT_EQ(o.lost + o.duplicates + o.partial, 0);
 }
 
 TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)
