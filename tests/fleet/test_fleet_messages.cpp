@@ -195,7 +195,9 @@ TEST(FleetMessages, MetricsFollowPrometheusConventionsAndCountTheFrames)
                 t >> family >> type;
                 types[family] = type;
                 EXPECT_TRUE(std::regex_match(family, name_rule)) << family;
-                if (type == "counter") EXPECT_EQ(family.substr(family.size() - 6), "_total") << family;
+                if (type == "counter") {
+                    EXPECT_EQ(family.substr(family.size() - 6), "_total") << family;
+                }
             } else if (!line.empty() && line[0] != '#') {
                 // No label may carry an exposure or job id.
                 EXPECT_EQ(line.find("00000042"), std::string::npos) << line;
