@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -86,17 +87,24 @@ Status Worker::start()
 void Worker::discover()
 {
     next_discovery_ = Clock::now() + seconds(ctx_.config().get_double("zmq.discovery_interval_s"));
-    auto names = redis_->command({"ZRANGE", plane_->key("procs"), "0", "-1"});
-    if (!names.is_ok()) return;
+    auto peers = redis_->command({"HGETALL", plane_->key("endpoints")});
+    if (!peers.is_ok()) return;
+    const long long now = service::unix_ms();
+    const auto ttl_ms = (long long)(ctx_.config().get_double("service.heartbeat_ttl_s") * 1000);
     std::map<std::string, std::string> live_readers, live_writers;
-    for (const auto& n : names.value().elements) {
-        auto h = redis_->command({"HMGET", plane_->key("proc:" + n.str), "role", "endpoint", "state"});
-        if (!h.is_ok() || h.value().elements.size() < 3) continue;
-        const auto& e = h.value().elements;
-        if (e[0].is_nil() || e[1].is_nil() || e[1].str.empty()) continue;  // expired or no endpoint
-        if (e[2].str == "draining") continue;
-        if (e[0].str == "reader") live_readers[n.str] = e[1].str;
-        if (e[0].str == "writer") live_writers[n.str] = e[1].str;
+    for (const auto& [name, value] : peers.value().pairs()) {
+        // "role state heartbeat_ms endpoint"
+        std::istringstream in(value);
+        std::string role, state, endpoint;
+        long long heartbeat = 0;
+        in >> role >> state >> heartbeat >> endpoint;
+        if (now - heartbeat > 10 * ttl_ms) {
+            (void)redis_->command({"HDEL", plane_->key("endpoints"), name});
+            continue;
+        }
+        if (now - heartbeat > ttl_ms || state == "draining" || endpoint.empty()) continue;
+        if (role == "reader") live_readers[name] = endpoint;
+        if (role == "writer") live_writers[name] = endpoint;
     }
     auto sync = [&](zmq::socket_t& socket, std::map<std::string, std::string>& connected,
                     const std::map<std::string, std::string>& live, const char* role) {

@@ -99,6 +99,16 @@ void Writer::handle(wire::IncomingMessage message)
     const double write_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     auto done = plane_->finish(job, outcome.value().checksum, outcome.value().bytes, me_);
     keeper_->release(job);
+    if (done.is_ok() && done.value() == Fence::gone) {
+        // The reply to a finish that did run can be lost with a Redis connection; the retry
+        // then finds the job acknowledged. The ledger says whether it was ours.
+        auto frame = plane_->frame(job.campaign, job.expid, job.camera);
+        if (frame.is_ok() && frame.value()["state"] == "done" &&
+            frame.value()["checksum"] == outcome.value().checksum &&
+            frame.value()["attempt"] == std::to_string(job.epoch)) {
+            done = Fence::applied;
+        }
+    }
     if (!done.is_ok() || done.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
         logger()->warn("finish refused: {}",

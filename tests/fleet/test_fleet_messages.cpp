@@ -2,6 +2,7 @@
 // Malformed and fuzzed messages on every socket of the fleet (the reader's ROUTER, the
 // writer's PULL, and a worker's DEALER through a fake reader), then a real exposure through
 // the same processes; and the Prometheus exposition of every service.
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -138,8 +139,10 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
     zmq::socket_t fake(context, zmq::socket_type::router);
     const std::string fake_endpoint = "ipc://" + fleet.dir() + "/fake-reader.sock";
     fake.bind(fake_endpoint);
-    fleet.redis({"HSET", "ex2d:proc:fake-reader", "role", "reader", "endpoint", fake_endpoint, "state", "ready"});
-    fleet.redis({"ZADD", "ex2d:procs", "1", "fake-reader"});
+    const long long now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+    fleet.redis({"HSET", "ex2d:endpoints", "fake-reader",
+                 "reader ready " + std::to_string(now_ms) + " " + fake_endpoint});
     std::vector<zmq::message_t> credit;
     fake.set(zmq::sockopt::rcvtimeo, 10000);
     ASSERT_TRUE(zmq::recv_multipart(fake, std::back_inserter(credit)));
@@ -151,7 +154,7 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
             fake.send(m[i], i + 1 < m.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
         }
     }
-    fleet.redis({"DEL", "ex2d:proc:fake-reader"});
+    fleet.redis({"HDEL", "ex2d:endpoints", "fake-reader"});
     std::this_thread::sleep_for(std::chrono::seconds(1));
     ASSERT_TRUE(reader.running() && writer.running() && worker.running());
 

@@ -88,11 +88,13 @@ std::optional<Job> entry_to_job(const RedisValue& entry, const std::string& stre
 
 Status ControlPlane::ensure_group(const std::string& stream)
 {
+    if (streams_with_group_.count(stream)) return Status::ok();
     EX2D_ASSIGN_OR_RETURN(RedisValue v,
                           redis_.command({"XGROUP", "CREATE", stream, kReaderGroup, "0", "MKSTREAM"}));
     if (v.is_error() && v.str.find("BUSYGROUP") == std::string::npos) {
         return Status::io("redis: XGROUP CREATE " + stream + ": " + v.str);
     }
+    streams_with_group_.insert(stream);
     return Status::ok();
 }
 
@@ -146,6 +148,7 @@ Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, con
                                           "COUNT", "1", "STREAMS", stream, ">"}));
     if (v.is_error()) {
         if (v.str.find("NOGROUP") != std::string::npos) {
+            streams_with_group_.erase(stream);
             EX2D_RETURN_NOT_OK(ensure_group(stream));
             return std::optional<Job>();
         }
@@ -192,11 +195,19 @@ Result<std::vector<Job>> ControlPlane::reap(const std::string& stream, const Act
                                             std::vector<Job>& dead)
 {
     std::vector<Job> jobs;
-    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"XAUTOCLAIM", stream, kReaderGroup,
-                                                        consumer.name, std::to_string(lease_ms),
-                                                        "0-0", "COUNT", "10"}));
-    if (v.is_error() || v.elements.size() < 2) return jobs;
-    for (const auto& entry : v.elements[1].elements) {
+    std::vector<RedisValue> claimed;
+    // Follow the cursor through the whole pending list: XAUTOCLAIM looks at COUNT x 10
+    // entries per call, and expired leases may sit behind many live ones.
+    std::string cursor = "0-0";
+    do {
+        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"XAUTOCLAIM", stream, kReaderGroup,
+                                                            consumer.name, std::to_string(lease_ms),
+                                                            cursor, "COUNT", "100"}));
+        if (v.is_error() || v.elements.size() < 2) break;
+        cursor = v.elements[0].str;
+        for (auto& e : v.elements[1].elements) claimed.push_back(std::move(e));
+    } while (cursor != "0-0" && claimed.size() < 1000);
+    for (const auto& entry : claimed) {
         std::optional<Job> job = entry_to_job(entry, stream);
         if (!job) continue;
         long long tries = 0;
@@ -259,10 +270,19 @@ Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms)
 
 Result<long long> ControlPlane::cancel_queued(const std::string& campaign)
 {
-    const std::vector<std::string> args = {ns_, campaign_stream(campaign), "0-0", "0", campaign, "", ""};
-    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(lua::kCancelQueued, false), {}, args));
-    if (v.is_error()) return Status::io("redis cancel " + campaign + ": " + v.str);
-    return v.as_int();
+    long long total = 0;
+    std::string after;
+    for (;;) {
+        const std::vector<std::string> args = {ns_, campaign_stream(campaign), after, "1000",
+                                               campaign, "", ""};
+        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(lua::kCancelQueued, false), {}, args));
+        if (v.is_error() || v.elements.size() != 2) {
+            return Status::io("redis cancel " + campaign + ": " + (v.is_error() ? v.str : "unexpected reply"));
+        }
+        total += v.elements[0].as_int();
+        after = v.elements[1].str;
+        if (after.empty()) return total;
+    }
 }
 
 Result<std::map<std::string, std::string>> ControlPlane::frame(const std::string& campaign,

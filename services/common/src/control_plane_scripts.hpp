@@ -173,20 +173,26 @@ set_state(fkey, ekey, 'queued', ts)
 return 1
 )LUA";
 
-// cancel_queued: ARGV[2] = the campaign's stream. Frames of entries the readers have not yet
-// taken (after the group's last-delivered id) move from queued to cancelled.
+// cancel_queued: ARGV[2] = the campaign's stream, ARGV[3] = the entry id to continue after
+// ('' = the group's last-delivered id), ARGV[4] = batch size. Frames of entries the readers
+// have not taken move from queued to cancelled. Returns {cancelled, last id seen or ''}, so
+// that a large campaign is cancelled in short scripts that never block Redis for long.
 inline constexpr const char* kCancelQueued = R"LUA(
-local last = '0-0'
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local name, delivered
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] end
-    if g[i] == 'last-delivered-id' then delivered = g[i + 1] end
+local last = ARGV[3]
+if last == '' then
+  last = '0-0'
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local name, delivered
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] end
+      if g[i] == 'last-delivered-id' then delivered = g[i + 1] end
+    end
+    if name == 'readers' then last = delivered end
   end
-  if name == 'readers' then last = delivered end
 end
 local n = 0
-for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+')) do
+local entries = redis.call('XRANGE', stream, '(' .. last, '+', 'COUNT', ARGV[4])
+for _, e in ipairs(entries) do
   local f = {}
   for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
   local fk = ns .. ':frame:' .. f['campaign'] .. ':' .. f['expid'] .. ':' .. f['camera']
@@ -197,7 +203,8 @@ for _, e in ipairs(redis.call('XRANGE', stream, '(' .. last, '+')) do
     n = n + 1
   end
 end
-return n
+if #entries == 0 then return {n, ''} end
+return {n, entries[#entries][1]}
 )LUA";
 
 }  // namespace ex2d::service::lua

@@ -22,6 +22,7 @@ Keeper::~Keeper()
     if (thread_.joinable()) thread_.join();
     if (plane_) {
         (void)redis_->command({"DEL", plane_->key("proc:" + ctx_.name())});
+        (void)redis_->command({"HDEL", plane_->key("endpoints"), ctx_.name()});
         (void)redis_->command({"ZREM", plane_->key("procs"), ctx_.name()});
     }
 }
@@ -92,6 +93,22 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
     (void)redis.command({"HSETNX", key, "started_at", std::to_string(now)});
     (void)redis.command({"PEXPIRE", key, std::to_string((long long)(ttl * 1000))});
     (void)redis.command({"ZADD", plane.key("procs"), std::to_string(now), ctx_.name()});
+    // Processes that died without a word leave the index after ten heartbeat lifetimes.
+    (void)redis.command({"ZREMRANGEBYSCORE", plane.key("procs"), "-inf",
+                         std::to_string(now - (long long)(10 * ttl * 1000))});
+    std::string endpoint;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = fields_.find("endpoint");
+        if (it != fields_.end()) endpoint = it->second;
+    }
+    // Readers and writers also publish their endpoint in one small hash, so that a worker
+    // discovers every peer with a single HGETALL however large the fleet.
+    if (!endpoint.empty()) {
+        (void)redis.command({"HSET", plane.key("endpoints"), ctx_.name(),
+                             ctx_.role() + " " + published_state_ + " " + std::to_string(now) + " " +
+                                 endpoint});
+    }
     auto drain = redis.command({"EXISTS", plane.key("drain:" + ctx_.name())});
     if (drain.is_ok() && drain.value().as_int() == 1 && !drain_requested_) {
         drain_requested_ = true;

@@ -241,35 +241,67 @@ int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
     return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out);
 }
 
+void Fleet::ensure_small_psf()
+{
+    if (fs::exists(psf_path())) return;
+    const std::string real = std::string(EX2D_SHARED_DATA_DIR) + "/psf-r0-00051060.fits";
+    std::string source = real;
+    if (!fs::exists(real)) {
+        source = dir_ + "/calib/psf-r0-synthetic.fits";
+        run_to_completion({bin_path("ex2d"), "make-psf", "--camera", "r0", "-o", source},
+                          dir_ + "/logs/make-psf.log", nullptr);
+    }
+    run_to_completion({bin_path("ex2d"), "make-psf", "--from", source, "--fibers", "25",
+                       "--wave-range", "6000,6100", "-o", psf_path()},
+                      dir_ + "/logs/make-psf.log", nullptr);
+}
+
+std::vector<std::string> Fleet::simulate_argv(int expid, const std::string& camera, int seed,
+                                              const std::string& night, std::string* path)
+{
+    const std::string folder = dir_ + "/preproc/" + night + "/" + expid8(expid);
+    fs::create_directories(folder);
+    *path = folder + "/preproc-" + camera + "-" + expid8(expid) + ".fits";
+    return {bin_path("ex2d"), "simulate", "-p", psf_path(), "-o", *path, "--truth",
+            folder + "/truth-" + camera + ".fits", "--camera", camera, "--expid",
+            std::to_string(expid), "--night", night, "-n", "25", "-w",
+            "6000,6100,0.8", "--seed", std::to_string(seed)};
+}
+
 std::vector<std::string> Fleet::make_exposure(int expid, const std::vector<std::string>& cameras,
                                               const std::string& night)
 {
-    if (!fs::exists(psf_path())) {
-        const std::string real = std::string(EX2D_SHARED_DATA_DIR) + "/psf-r0-00051060.fits";
-        std::string source = real;
-        if (!fs::exists(real)) {
-            source = dir_ + "/calib/psf-r0-synthetic.fits";
-            run_to_completion({bin_path("ex2d"), "make-psf", "--camera", "r0", "-o", source},
-                              dir_ + "/logs/make-psf.log", nullptr);
-        }
-        run_to_completion({bin_path("ex2d"), "make-psf", "--from", source, "--fibers", "25",
-                           "--wave-range", "6000,6100", "-o", psf_path()},
-                          dir_ + "/logs/make-psf.log", nullptr);
-    }
+    ensure_small_psf();
     std::vector<std::string> paths;
-    const std::string folder = dir_ + "/preproc/" + night + "/" + expid8(expid);
-    fs::create_directories(folder);
     int seed = expid * 100;
     for (const auto& camera : cameras) {
-        const std::string path = folder + "/preproc-" + camera + "-" + expid8(expid) + ".fits";
-        run_to_completion({bin_path("ex2d"), "simulate", "-p", psf_path(), "-o", path, "--truth",
-                           folder + "/truth-" + camera + ".fits", "--camera", camera, "--expid",
-                           std::to_string(expid), "--night", night, "-n", "25", "-w",
-                           "6000,6100,0.8", "--seed", std::to_string(++seed)},
+        std::string path;
+        run_to_completion(simulate_argv(expid, camera, ++seed, night, &path),
                           dir_ + "/logs/simulate.log", nullptr);
         paths.push_back(path);
     }
     return paths;
+}
+
+void Fleet::make_exposures(const std::vector<int>& expids, const std::vector<std::string>& cameras,
+                           int parallel, const std::string& night)
+{
+    ensure_small_psf();
+    std::vector<std::unique_ptr<Process>> running;
+    for (int expid : expids) {
+        int seed = expid * 100;
+        for (const auto& camera : cameras) {
+            if (int(running.size()) >= parallel) {
+                running.front()->wait(120);
+                running.erase(running.begin());
+            }
+            std::string path;
+            running.push_back(std::make_unique<Process>(
+                "simulate", simulate_argv(expid, camera, ++seed, night, &path),
+                std::map<std::string, std::string>{}, dir_ + "/logs/simulate.log"));
+        }
+    }
+    for (auto& p : running) p->wait(120);
 }
 
 int Fleet::submit(int expid, const std::string& night, const std::vector<std::string>& extra)
@@ -317,32 +349,40 @@ int Fleet::count_log_lines(const std::string& text) const
 Outcome Fleet::check(const std::vector<int>& expids, const std::vector<std::string>& cameras,
                      const std::string& night)
 {
+    std::vector<std::pair<int, std::string>> frames;
+    for (int expid : expids) {
+        for (const auto& camera : cameras) frames.emplace_back(expid, camera);
+    }
+    return check_frames(frames, night);
+}
+
+Outcome Fleet::check_frames(const std::vector<std::pair<int, std::string>>& frames,
+                            const std::string& night)
+{
     Outcome o;
     std::set<std::string> expected_paths;
-    for (int expid : expids) {
-        for (const auto& camera : cameras) {
-            ++o.expected;
-            const std::string path = output_path(expid, camera, night);
-            expected_paths.insert(path);
-            const std::string state = frame_field(expid, camera, "state");
-            if (state == "dead") {
-                ++o.dead;
-                continue;
-            }
-            // A job written (not found already written) more than once is a duplicate output.
-            const int writes = count_log_lines("\"msg\":\"frame written output=" + path + " ");
-            if (writes > 1) o.duplicates += writes - 1;
-            if (!fs::exists(path) || state != "done") {
-                ++o.lost;
-                continue;
-            }
-            auto frame = read_frame(path);
-            if (!frame.is_ok()) {
-                ++o.partial;
-                continue;
-            }
-            ++o.done;
+    for (const auto& [expid, camera] : frames) {
+        ++o.expected;
+        const std::string path = output_path(expid, camera, night);
+        expected_paths.insert(path);
+        const std::string state = frame_field(expid, camera, "state");
+        if (state == "dead") {
+            ++o.dead;
+            continue;
         }
+        // A job written (not found already written) more than once is a duplicate output.
+        const int writes = count_log_lines("\"msg\":\"frame written output=" + path + " ");
+        if (writes > 1) o.duplicates += writes - 1;
+        if (!fs::exists(path) || state != "done") {
+            ++o.lost;
+            continue;
+        }
+        auto frame = read_frame(path);
+        if (!frame.is_ok()) {
+            ++o.partial;
+            continue;
+        }
+        ++o.done;
     }
     std::error_code ec;
     if (fs::exists(dir_ + "/out")) {

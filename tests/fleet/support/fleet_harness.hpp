@@ -80,6 +80,10 @@ public:
     /// under dir/preproc/NIGHT/EXPID; returns the preproc paths.
     std::vector<std::string> make_exposure(int expid, const std::vector<std::string>& cameras,
                                            const std::string& night = "20261122");
+    /// make_exposure for many exposures, running up to `parallel` simulations at once (the
+    /// chaos soak makes hundreds of frames); the files are the same as make_exposure's.
+    void make_exposures(const std::vector<int>& expids, const std::vector<std::string>& cameras,
+                        int parallel, const std::string& night = "20261122");
     /// ex2dctl submit for the exposure folder, with the small frames' options.
     int submit(int expid, const std::string& night = "20261122", const std::vector<std::string>& extra = {});
     /// Waits until the exposure is no longer active; false on timeout.
@@ -96,6 +100,10 @@ public:
     /// Counts lost, duplicated and partial outputs of the submitted exposures.
     Outcome check(const std::vector<int>& expids, const std::vector<std::string>& cameras,
                   const std::string& night = "20261122");
+    /// check() over frames given one by one (expid, camera), e.g. exposures of different
+    /// cameras; stray files under out/ are counted once.
+    Outcome check_frames(const std::vector<std::pair<int, std::string>>& frames,
+                         const std::string& night = "20261122");
     /// Output path of a frame.
     std::string output_path(int expid, const std::string& camera, const std::string& night = "20261122") const;
     /// All log lines of all processes containing `text`.
@@ -105,6 +113,9 @@ public:
 
 private:
     void start_redis();
+    void ensure_small_psf();
+    std::vector<std::string> simulate_argv(int expid, const std::string& camera, int seed,
+                                           const std::string& night, std::string* path);
     std::string dir_;
     int redis_port_ = 0;
     std::unique_ptr<Process> redis_server_;

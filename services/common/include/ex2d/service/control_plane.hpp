@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,7 @@ private:
 
     RedisClient& redis_;
     std::string ns_;
+    std::set<std::string> streams_with_group_;  ///< XGROUP CREATE once per stream and process
 };
 
 /// Milliseconds since the Unix epoch.
