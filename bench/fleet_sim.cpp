@@ -238,6 +238,8 @@ long long Fleet::finish_as_zombies()
     long long accepted = 0;
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Job& job : zombies_) {
+        // A job nobody else finished (a run cut short) still belongs to its old epoch.
+        if (finishes_[std::size_t(job_index(job))] == 0) continue;
         auto fence = plane.finish(job, "stale", 0, ghost);
         if (fence.is_ok() && fence.value() == Fence::applied) ++accepted;
     }

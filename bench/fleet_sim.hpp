@@ -51,8 +51,8 @@ public:
     void run_worker(int number, OpTimes& times);
     /// Reaps expired leases every reap_interval_ms and hands the jobs to the workers.
     void run_reaper(OpTimes& times);
-    /// Tries to finish every dropped job with the epoch its dead holder had; returns how many
-    /// the control plane accepted (each one a fencing failure).
+    /// Tries to finish every dropped job that was re-delivered and finished, with the epoch its
+    /// dead holder had; returns how many the control plane accepted (each a fencing failure).
     long long finish_as_zombies();
 
     std::atomic<bool> stop{false};
