@@ -2,8 +2,8 @@
 #include "reader.hpp"
 
 #include "ex2d/logging.hpp"
+#include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
-#include "ex2d/service/json_log.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
 #include "load_frame.hpp"
@@ -13,19 +13,8 @@ namespace ex2d::reader {
 using service::Fence;
 using service::Job;
 
-namespace {
-
-service::LogContext log_context(const Job& job)
-{
-    return {job.job, job.night, job.expid, job.camera, job.epoch};
-}
-
-Clock::duration seconds(double s)
-{
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-}  // namespace
+using service::job_log_context;
+using service::seconds;
 
 Reader::Reader(service::ServiceContext& ctx)
     : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, router_(zmq_context_, zmq::socket_type::router)
@@ -35,15 +24,9 @@ Reader::Reader(service::ServiceContext& ctx)
 Status Reader::start()
 {
     const service::Config& cfg = ctx_.config();
-    EX2D_ASSIGN_OR_RETURN(service::RedisOptions options, service::redis_options_from_config(cfg));
-    redis_ = std::make_unique<service::RedisClient>(options, [this] {
-        ctx_.tick();
-        return !ctx_.stop_requested();
-    });
-    EX2D_RETURN_NOT_OK(redis_->connect_once());
-    redis_->on_reconnect([this] { ctx_.metrics().redis_reconnects().Increment(); });
-    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(service::check_redis_durability(*redis_));
-    plane_ = std::make_unique<service::ControlPlane>(*redis_, cfg.get_string("redis.namespace"));
+    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
+    redis_ = std::move(control.redis);
+    plane_ = std::move(control.plane);
     EX2D_RETURN_NOT_OK(plane_->ensure_group(plane_->nightly_stream()));
     lease_ms_ = (long long)(cfg.get_double("queue.lease_s") * 1000);
 
@@ -85,19 +68,9 @@ void Reader::receive_messages(long wait_ms)
         if (parts->empty()) continue;
         std::string identity = parts->front().to_string();
         parts->erase(parts->begin());
-        wire::DecodeError error;
-        auto message = wire::decode(std::move(*parts), error);
-        if (!message) {
-            ctx_.metrics().messages_dropped(error.reason).Increment();
-            logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
-            continue;
+        if (service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::credit})) {
+            credits_.push_back({std::move(identity), Clock::now()});
         }
-        if (message->type != wire::MessageType::credit) {
-            ctx_.metrics().messages_dropped("bad_type").Increment();
-            logger()->warn("dropped message reason=bad_type detail=a reader only takes CREDIT");
-            continue;
-        }
-        credits_.push_back({std::move(identity), Clock::now()});
     }
 }
 
@@ -126,7 +99,7 @@ bool Reader::dispatch()
             credits_.pop_front();
             continue;
         }
-        service::ScopedLogContext lc(log_context(frame.job));
+        service::ScopedLogContext lc(job_log_context(frame.job));
         ctx_.metrics().bytes("sent").Increment(double(bytes));
         ctx_.metrics().frames("sent").Increment();
         ctx_.metrics().stage_seconds("queue_wait").Observe(
@@ -170,7 +143,7 @@ bool Reader::load_next()
 {
     std::optional<Job> job = next_job();
     if (!job) return false;
-    service::ScopedLogContext lc(log_context(*job));
+    service::ScopedLogContext lc(job_log_context(*job));
     logger()->info("reading preproc={} psf={}", job->preproc, job->psf);
     auto inputs = load_frame(*job, ctx_.name());
     if (!inputs.is_ok()) {
@@ -201,12 +174,12 @@ void Reader::reap()
         auto reclaimed = plane_->reap(stream, me_, lease_ms_, max_deliveries, dead);
         if (!reclaimed.is_ok()) continue;
         for (const auto& job : dead) {
-            service::ScopedLogContext lc(log_context(job));
+            service::ScopedLogContext lc(job_log_context(job));
             logger()->error("dead-lettered after {} deliveries", job.epoch);
             ctx_.metrics().frames("dead").Increment();
         }
         for (auto& job : reclaimed.value()) {
-            service::ScopedLogContext lc(log_context(job));
+            service::ScopedLogContext lc(job_log_context(job));
             logger()->warn("lease expired, re-delivering");
             ctx_.metrics().leases("expired").Increment();
             keeper_->hold(job);
@@ -260,18 +233,10 @@ bool Reader::step()
     return true;
 }
 
-void Reader::give_back(const Job& job)
-{
-    auto fence = plane_->hand_back(job, lease_ms_);
-    keeper_->release(job);
-    logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
-                   fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
-}
-
 void Reader::drain(Clock::time_point)
 {
-    for (const auto& frame : ready_) give_back(frame.job);
-    for (const auto& job : claimed_) give_back(job);
+    for (const auto& frame : ready_) service::hand_back(*plane_, *keeper_, frame.job, ctx_.config());
+    for (const auto& job : claimed_) service::hand_back(*plane_, *keeper_, job, ctx_.config());
     ready_.clear();
     claimed_.clear();
     credits_.clear();

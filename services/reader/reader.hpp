@@ -44,7 +44,6 @@ private:
     bool load_next();
     std::optional<service::Job> next_job();
     void reap();
-    void give_back(const service::Job& job);
 
     service::ServiceContext& ctx_;
     service::Actor me_;

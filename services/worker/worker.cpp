@@ -12,7 +12,7 @@
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/service/fault_injection.hpp"
-#include "ex2d/service/json_log.hpp"
+#include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
 
@@ -21,19 +21,8 @@ namespace ex2d::worker {
 using service::Fence;
 using service::Job;
 
-namespace {
-
-service::LogContext log_context(const Job& job)
-{
-    return {job.job, job.night, job.expid, job.camera, job.epoch};
-}
-
-Clock::duration seconds(double s)
-{
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-}  // namespace
+using service::job_log_context;
+using service::seconds;
 
 Worker::Worker(service::ServiceContext& ctx)
     : ctx_(ctx),
@@ -51,15 +40,9 @@ Worker::~Worker()
 Status Worker::start()
 {
     const service::Config& cfg = ctx_.config();
-    EX2D_ASSIGN_OR_RETURN(service::RedisOptions options, service::redis_options_from_config(cfg));
-    redis_ = std::make_unique<service::RedisClient>(options, [this] {
-        ctx_.tick();
-        return !ctx_.stop_requested();
-    });
-    EX2D_RETURN_NOT_OK(redis_->connect_once());
-    redis_->on_reconnect([this] { ctx_.metrics().redis_reconnects().Increment(); });
-    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(service::check_redis_durability(*redis_));
-    plane_ = std::make_unique<service::ControlPlane>(*redis_, cfg.get_string("redis.namespace"));
+    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
+    redis_ = std::move(control.redis);
+    plane_ = std::move(control.plane);
 
     CudaBackendOptions cuda;
     cuda.device = int(cfg.get_int("worker.device"));
@@ -91,7 +74,7 @@ void Worker::discover()
     if (!peers.is_ok()) return;
     const long long now = service::unix_ms();
     const auto ttl_ms = (long long)(ctx_.config().get_double("service.heartbeat_ttl_s") * 1000);
-    std::map<std::string, std::string> live_readers, live_writers;
+    std::map<std::string, std::string> live_readers, live_writers, kept_readers, kept_writers;
     for (const auto& [name, value] : peers.value().pairs()) {
         // "role state heartbeat_ms endpoint"
         std::istringstream in(value);
@@ -102,15 +85,23 @@ void Worker::discover()
             (void)redis_->command({"HDEL", plane_->key("endpoints"), name});
             continue;
         }
-        if (now - heartbeat > ttl_ms || state == "draining" || endpoint.empty()) continue;
+        if (state == "draining" || endpoint.empty()) continue;
+        if (role == "reader") kept_readers[name] = endpoint;
+        if (role == "writer") kept_writers[name] = endpoint;
+        if (now - heartbeat > ttl_ms) continue;
         if (role == "reader") live_readers[name] = endpoint;
         if (role == "writer") live_writers[name] = endpoint;
     }
+    // A peer whose heartbeat has merely lapsed (stopped, paused, swapping) stays connected
+    // until its entry is removed: libzmq 4.3.4 aborts (session_base.cpp:260) when an endpoint
+    // is disconnected while a multipart message to a stalled peer is half-sent and the ZMTP
+    // heartbeat then times out. The heartbeat timeout drops that connection safely by itself.
     auto sync = [&](zmq::socket_t& socket, std::map<std::string, std::string>& connected,
-                    const std::map<std::string, std::string>& live, const char* role) {
+                    const std::map<std::string, std::string>& live,
+                    const std::map<std::string, std::string>& kept, const char* role) {
         for (auto it = connected.begin(); it != connected.end();) {
-            auto found = live.find(it->first);
-            if (found == live.end() || found->second != it->second) {
+            auto found = kept.find(it->first);
+            if (found == kept.end() || found->second != it->second) {
                 try {
                     socket.disconnect(it->second);
                 } catch (const zmq::error_t&) {
@@ -132,8 +123,8 @@ void Worker::discover()
             }
         }
     };
-    sync(dealer_, readers_, live_readers, "reader");
-    sync(push_, writers_, live_writers, "writer");
+    sync(dealer_, readers_, live_readers, kept_readers, "reader");
+    sync(push_, writers_, live_writers, kept_writers, "writer");
 }
 
 void Worker::ask_for_frames()
@@ -162,25 +153,12 @@ void Worker::receive_messages(long wait_ms)
 {
     if (!service::wait_readable(dealer_, wait_ms)) return;
     while (auto parts = service::try_recv(dealer_)) {
-        std::size_t bytes = 0;
-        for (const auto& p : *parts) bytes += p.size();
-        wire::DecodeError error;
-        auto message = wire::decode(std::move(*parts), error);
-        if (!message) {
-            ctx_.metrics().messages_dropped(error.reason).Increment();
-            logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
-            continue;
-        }
-        ctx_.metrics().bytes("received").Increment(double(bytes));
-        if (message->type == wire::MessageType::no_work) {
-            if (!credits_out_.empty()) credits_out_.pop_front();
-        } else if (message->type == wire::MessageType::frame) {
-            if (!credits_out_.empty()) credits_out_.pop_front();
-            accept_frame(std::move(*message));
-        } else {
-            ctx_.metrics().messages_dropped("bad_type").Increment();
-            logger()->warn("dropped message reason=bad_type detail=a worker takes FRAME and NO_WORK");
-        }
+        auto message = service::decode_or_drop(std::move(*parts), ctx_,
+                                               {wire::MessageType::frame, wire::MessageType::no_work});
+        if (!message) continue;
+        // Either answer returns the credit it was sent for.
+        if (!credits_out_.empty()) credits_out_.pop_front();
+        if (message->type == wire::MessageType::frame) accept_frame(std::move(*message));
     }
 }
 
@@ -193,7 +171,7 @@ void Worker::accept_frame(wire::IncomingMessage message)
         return;
     }
     const Job& job = inputs.value().job;
-    service::ScopedLogContext lc(log_context(job));
+    service::ScopedLogContext lc(job_log_context(job));
     // Take over the lease now; the state moves to extracting when the extraction starts, so
     // a frame that only waits here is not charged if another frame kills this worker.
     auto fence = plane_->renew(job);
@@ -227,7 +205,7 @@ std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInput
 
 Result<service::FrameOutputs> Worker::extract(service::FrameInputs in)
 {
-    service::ScopedLogContext lc(log_context(in.job));
+    service::ScopedLogContext lc(job_log_context(in.job));
     const auto start = Clock::now();
     service::test_delay("EXTRACT");
     Status status;
@@ -263,7 +241,7 @@ void Worker::start_extraction()
         keeper_->release(in.job);
         return;
     }
-    service::ScopedLogContext lc(log_context(in.job));
+    service::ScopedLogContext lc(job_log_context(in.job));
     auto fence = plane_->advance(in.job, "extracting", me_);
     if (!fence.is_ok() || fence.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
@@ -292,7 +270,7 @@ void Worker::collect_extraction()
     extracting_job_.reset();
     keeper_->set_field("current", "");
     ctx_.metrics().device_memory_bytes().Set(double(backend_->device_report().held_bytes));
-    service::ScopedLogContext lc(log_context(job));
+    service::ScopedLogContext lc(job_log_context(job));
     auto result = extraction_.get();
     if (!result.is_ok()) {
         const std::string error = result.status().to_string();
@@ -329,7 +307,7 @@ void Worker::send_result()
     if (!service::try_send(push_, sending_parts_)) return;
     ctx_.metrics().bytes("sent").Increment(double(bytes));
     {
-        service::ScopedLogContext lc(log_context(*sending_job_));
+        service::ScopedLogContext lc(job_log_context(*sending_job_));
         logger()->info("result sent bytes={}", bytes);
     }
     // The writer renews the lease from here.
@@ -356,19 +334,11 @@ bool Worker::step()
     return !(max_frames > 0 && frames_done_ >= max_frames);
 }
 
-void Worker::give_back(const Job& job)
-{
-    auto fence = plane_->hand_back(job, (long long)(ctx_.config().get_double("queue.lease_s") * 1000));
-    keeper_->release(job);
-    logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
-                   fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
-}
-
 void Worker::drain(Clock::time_point deadline)
 {
     // No new credit from here. Frames not started go back at once; the one extracting is
     // finished and sent if the deadline allows, else handed back.
-    for (const auto& in : waiting_) give_back(in.job);
+    for (const auto& in : waiting_) service::hand_back(*plane_, *keeper_, in.job, ctx_.config());
     waiting_.clear();
     while (Clock::now() < deadline && (extracting_job_ || sending_job_)) {
         collect_extraction();
@@ -377,9 +347,9 @@ void Worker::drain(Clock::time_point deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();
     }
-    if (sending_job_) give_back(*sending_job_);
+    if (sending_job_) service::hand_back(*plane_, *keeper_, *sending_job_, ctx_.config());
     if (extracting_job_) {
-        give_back(*extracting_job_);
+        service::hand_back(*plane_, *keeper_, *extracting_job_, ctx_.config());
         logger()->warn("drain deadline reached during an extraction; exiting without it");
         logger()->flush();
         keeper_.reset();

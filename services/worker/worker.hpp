@@ -44,7 +44,6 @@ private:
     void send_result();
     Result<service::FrameOutputs> extract(service::FrameInputs inputs);
     std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs, Status& status);
-    void give_back(const service::Job& job);
 
     service::ServiceContext& ctx_;
     service::Actor me_;

@@ -2,7 +2,7 @@
 #include "writer.hpp"
 
 #include "ex2d/logging.hpp"
-#include "ex2d/service/json_log.hpp"
+#include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
 
@@ -11,14 +11,7 @@ namespace ex2d::writer {
 using service::Fence;
 using service::Job;
 
-namespace {
-
-service::LogContext log_context(const Job& job)
-{
-    return {job.job, job.night, job.expid, job.camera, job.epoch};
-}
-
-}  // namespace
+using service::job_log_context;
 
 Writer::Writer(service::ServiceContext& ctx)
     : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, pull_(zmq_context_, zmq::socket_type::pull)
@@ -28,15 +21,9 @@ Writer::Writer(service::ServiceContext& ctx)
 Status Writer::start()
 {
     const service::Config& cfg = ctx_.config();
-    EX2D_ASSIGN_OR_RETURN(service::RedisOptions options, service::redis_options_from_config(cfg));
-    redis_ = std::make_unique<service::RedisClient>(options, [this] {
-        ctx_.tick();
-        return !ctx_.stop_requested();
-    });
-    EX2D_RETURN_NOT_OK(redis_->connect_once());
-    redis_->on_reconnect([this] { ctx_.metrics().redis_reconnects().Increment(); });
-    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(service::check_redis_durability(*redis_));
-    plane_ = std::make_unique<service::ControlPlane>(*redis_, cfg.get_string("redis.namespace"));
+    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
+    redis_ = std::move(control.redis);
+    plane_ = std::move(control.plane);
 
     service::configure_socket(pull_, cfg, false);
     std::string endpoint;
@@ -63,7 +50,7 @@ void Writer::handle(wire::IncomingMessage message)
     }
     const service::FrameOutputs& out = decoded.value();
     const Job& job = out.job;
-    service::ScopedLogContext lc(log_context(job));
+    service::ScopedLogContext lc(job_log_context(job));
     auto fence = plane_->advance(job, "writing", me_);
     if (!fence.is_ok() || fence.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
@@ -131,21 +118,8 @@ bool Writer::step()
     if (keeper_->drain_requested()) return false;
     if (service::wait_readable(pull_, 100)) {
         while (auto parts = service::try_recv(pull_)) {
-            std::size_t bytes = 0;
-            for (const auto& p : *parts) bytes += p.size();
-            wire::DecodeError error;
-            auto message = wire::decode(std::move(*parts), error);
-            if (!message) {
-                ctx_.metrics().messages_dropped(error.reason).Increment();
-                logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
-                continue;
-            }
-            ctx_.metrics().bytes("received").Increment(double(bytes));
-            if (message->type != wire::MessageType::result) {
-                ctx_.metrics().messages_dropped("bad_type").Increment();
-                logger()->warn("dropped message reason=bad_type detail=a writer only takes RESULT");
-                continue;
-            }
+            auto message = service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::result});
+            if (!message) continue;
             handle(std::move(*message));
             if (ctx_.stop_requested()) break;
         }
