@@ -36,4 +36,14 @@ Result<std::vector<long long>> read_int_column(const FitsTableBlob& table, const
     return values;
 }
 
+Result<FitsHeader> read_table_header(const FitsTableBlob& table)
+{
+    const std::string what = "in-memory table";
+    fits::BlobReader reader;
+    EX2D_RETURN_NOT_OK(reader.open(table, what));
+    FitsHeader header;
+    EX2D_RETURN_NOT_OK(fits::read_header(reader.get(), what, header));
+    return header;
+}
+
 }  // namespace ex2d
