@@ -42,8 +42,9 @@ struct SubmitArgs {
 };
 
 int submit(Connection& c, const SubmitArgs& args);
+/// Frames held longer than `lease_ms` without renewal are listed as stuck.
 int status(Connection& c, const std::string& night, const std::string& exposure,
-           const std::string& campaign, bool json);
+           const std::string& campaign, bool json, long long lease_ms);
 int requeue(Connection& c, const std::string& exposure, const std::string& campaign,
             const std::string& night, bool json);
 int workers(Connection& c, bool json);

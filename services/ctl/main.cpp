@@ -88,7 +88,10 @@ int main(int argc, char** argv)
         if (campaign.empty()) campaign = "nightly";
         sub.json = json;
         if (*submit) return ctl::submit(c, sub);
-        if (*status) return ctl::status(c, night, exposure, campaign, json);
+        if (*status) {
+            const auto lease_ms = (long long)(config.get_double("queue.lease_s") * 1000);
+            return ctl::status(c, night, exposure, campaign, json, lease_ms);
+        }
         if (*requeue) return ctl::requeue(c, exposure, campaign, night, json);
         if (*workers) return ctl::workers(c, json);
         if (*drain) return ctl::drain(c, name);

@@ -92,7 +92,7 @@ int workers(Connection& c, bool as_json)
 }
 
 int status(Connection& c, const std::string& night, const std::string& exposure,
-           const std::string& campaign, bool as_json)
+           const std::string& campaign, bool as_json, long long lease_ms)
 {
     if (!exposure.empty()) {
         char expid[16];
@@ -132,12 +132,14 @@ int status(Connection& c, const std::string& night, const std::string& exposure,
         for (const char* s : kStates) totals[s] += row[s].get<long>();
         rows.push_back(row);
     }
-    // Stuck: held longer than a lease without renewal (XPENDING idle time), and dead letters.
+    // Stuck: held longer than a lease without renewal (XPENDING idle time); the reaper
+    // re-delivers them on its next pass.
     json stuck = json::array();
     auto streams = c.plane->lane_streams();
     if (streams.is_ok()) {
         for (const auto& stream : streams.value()) {
-            auto p = c.redis->command({"XPENDING", stream, service::kReaderGroup, "IDLE", "60000", "-", "+", "100"});
+            auto p = c.redis->command({"XPENDING", stream, service::kReaderGroup, "IDLE",
+                                       std::to_string(lease_ms), "-", "+", "100"});
             if (!p.is_ok() || p.value().is_error()) continue;
             for (const auto& e : p.value().elements) {
                 if (e.elements.size() < 4) continue;
@@ -166,7 +168,7 @@ int status(Connection& c, const std::string& night, const std::string& exposure,
     std::printf("\nframes done in the last hour: %ld; remaining: %ld; ETA: %s\n", per_hour, remaining,
                 eta_s < 0 ? "unknown" : (std::to_string(long(eta_s)) + " s").c_str());
     if (!stuck.empty()) {
-        std::printf("\nstuck (held over 60 s without renewal):\n");
+        std::printf("\nstuck (held over the %lld s lease without renewal):\n", lease_ms / 1000);
         for (const auto& s : stuck) std::printf("  %s %s consumer=%s idle=%lds deliveries=%ld\n",
                                                 s["stream"].get<std::string>().c_str(), s["id"].get<std::string>().c_str(),
                                                 s["consumer"].get<std::string>().c_str(), s["idle_s"].get<long>(),
