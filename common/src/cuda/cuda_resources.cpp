@@ -8,6 +8,17 @@ namespace ex2d::cuda {
 
 CudaResources::CudaResources(int device) : device_(device)
 {
+    // A constructor that throws runs no destructor: release what was made before rethrowing.
+    try {
+        create();
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+void CudaResources::create()
+{
     EX2D_CUDA_CHECK(cudaSetDevice(device_));
     cudaDeviceProp props{};
     EX2D_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
@@ -20,11 +31,16 @@ CudaResources::CudaResources(int device) : device_(device)
     // Bit-identical results for identical inputs, as the CPU backend gives.
     EX2D_CUDA_CHECK(cusolverDnSetDeterministicMode(solver_, CUSOLVER_DETERMINISTIC_RESULTS));
     EX2D_CUDA_CHECK(cusolverDnCreateParams(&solver_params_));
+    // One algorithm for the batched eigen-solver, so that its results do not depend on a
+    // choice cuSOLVER could make differently from run to run.
+    EX2D_CUDA_CHECK(cusolverDnSetAdvOptions(solver_params_, CUSOLVERDN_SYEVBATCHED, CUSOLVER_ALG_1));
 }
 
-CudaResources::~CudaResources()
+CudaResources::~CudaResources() { release(); }
+
+void CudaResources::release() noexcept
 {
-    // Destructors must not throw: failures here are logged, not raised.
+    // Failures here are logged, not raised: this runs in the destructor.
     if (solver_params_ && cusolverDnDestroyParams(solver_params_) != CUSOLVER_STATUS_SUCCESS) {
         logger()->error("cusolverDnDestroyParams failed");
     }
@@ -36,19 +52,31 @@ CudaResources::~CudaResources()
         const cudaError_t status = cudaStreamDestroy(stream_);
         if (status != cudaSuccess) logger()->error("cudaStreamDestroy failed: {}", cudaGetErrorString(status));
     }
+    solver_params_ = nullptr;
+    solver_ = nullptr;
+    blas_ = nullptr;
+    stream_ = nullptr;
 }
 
 void CudaResources::activate() const { EX2D_CUDA_CHECK(cudaSetDevice(device_)); }
 
 StageEvents::StageEvents()
 {
-    for (cudaEvent_t& e : events_) EX2D_CUDA_CHECK(cudaEventCreate(&e));
+    try {
+        for (cudaEvent_t& e : events_) EX2D_CUDA_CHECK(cudaEventCreate(&e));
+    } catch (...) {
+        release();
+        throw;
+    }
 }
 
-StageEvents::~StageEvents()
+StageEvents::~StageEvents() { release(); }
+
+void StageEvents::release() noexcept
 {
-    for (cudaEvent_t e : events_) {
+    for (cudaEvent_t& e : events_) {
         if (e && cudaEventDestroy(e) != cudaSuccess) logger()->error("cudaEventDestroy failed");
+        e = nullptr;
     }
 }
 

@@ -31,6 +31,8 @@ public:
     cusolverDnParams_t solver_params() const { return solver_params_; }
 
 private:
+    void create();
+    void release() noexcept;
     int device_ = 0;
     std::string device_name_;
     cudaStream_t stream_ = nullptr;
@@ -52,6 +54,7 @@ public:
     double seconds(int from, int to) const;
 
 private:
+    void release() noexcept;
     cudaEvent_t events_[kMarks] = {};
 };
 
