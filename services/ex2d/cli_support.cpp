@@ -8,17 +8,34 @@
 
 #include <sys/resource.h>
 
+#include "ex2d/cpu_count.hpp"
+
 namespace ex2d::tool {
+
+int exit_code_for(const Status& status)
+{
+    switch (status.code()) {
+    case StatusCode::ok: return kExitOk;
+    case StatusCode::invalid_argument: return kExitUsage;
+    case StatusCode::io_error:
+    case StatusCode::format_error: return kExitInput;
+    default: return kExitRuntime;
+    }
+}
 
 void exit_on_error(const Status& status, int code)
 {
-    if (!status.is_ok()) throw CommandExit(code, status.to_string());
+    if (!status.is_ok()) {
+        throw CommandExit(code < 0 ? exit_code_for(status) : code, status.to_string());
+    }
 }
 
 void add_backend_options(CLI::App& cmd, BackendChoice& choice)
 {
     cmd.add_option("--backend", choice.name, "cpu, cuda, or auto (cuda where a GPU is found)")->capture_default_str();
-    cmd.add_option("--threads", choice.threads, "CPU worker threads (default: all cores)");
+    cmd.add_option("--threads", choice.threads,
+                   "CPU worker threads (default: the CPUs this process may use: affinity mask "
+                   "and cgroup quota)");
     cmd.add_option("--device", choice.device, "CUDA device index")->capture_default_str();
     cmd.add_option("--gpu-memory", choice.gpu_memory_gib,
                    "Device memory budget of this worker in GiB (CUDA); batches are sized to fit")
@@ -27,11 +44,30 @@ void add_backend_options(CLI::App& cmd, BackendChoice& choice)
 
 std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& choice)
 {
-    if (!(choice.gpu_memory_gib > 0)) throw CommandExit(2, "--gpu-memory must be positive");
+    if (!(choice.gpu_memory_gib > 0)) {
+        throw CommandExit(kExitUsage, "--gpu-memory must be positive");
+    }
+    if (choice.threads < 0) {
+        throw CommandExit(kExitUsage, "--threads must be >= 0 (0: the CPUs this process may "
+                                      "use), got " + std::to_string(choice.threads));
+    }
+    std::string name = choice.name;
+    if (name == "auto") {
+        const int ndevices = cuda_device_count();
+        name = ndevices > 0 ? "cuda" : "cpu";
+        logger()->info("event=backend_auto backend={} reason=\"{}\"", name,
+                       ndevices > 0 ? std::to_string(ndevices) + " CUDA device(s) found"
+                                    : std::string("no usable CUDA device in this build/host"));
+    }
+    const int threads = choice.threads > 0 ? choice.threads : default_thread_count();
+    if (name == "cpu" && choice.threads == 0) {
+        logger()->debug("event=default_threads threads={} reason=\"affinity mask and cgroup "
+                        "quota\"", threads);
+    }
     CudaBackendOptions cuda;
     cuda.device = choice.device;
     cuda.memory_budget_bytes = std::size_t(choice.gpu_memory_gib * double(1 << 30));
-    return value_or_exit(make_backend(choice.name, choice.threads, cuda));
+    return value_or_exit(make_backend(name, threads, cuda));
 }
 
 void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw)
@@ -42,7 +78,7 @@ void parse_wavelength_option(const std::string& text, double& wmin, double& wmax
     double a = 0, b = 0, c = 0;
     if (!(in >> a >> comma1 >> b >> comma2 >> c) || comma1 != ',' || comma2 != ',' ||
         !(c > 0) || !(b > a)) {
-        throw CommandExit(2, "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
+        throw CommandExit(kExitUsage, "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
                              "got '" + text + "'");
     }
     wmin = a;

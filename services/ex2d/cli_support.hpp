@@ -14,11 +14,16 @@
 
 namespace ex2d::tool {
 
-/// Throws CommandExit(1, status text) when `status` is not OK.
-void exit_on_error(const Status& status, int code = 1);
+/// The exit code of a failure of this kind: invalid_argument -> usage, io/format -> input,
+/// numerical and backend failures -> runtime.
+int exit_code_for(const Status& status);
+
+/// Throws CommandExit(code, status text) when `status` is not OK; code < 0 takes
+/// exit_code_for(status).
+void exit_on_error(const Status& status, int code = -1);
 
 template <typename T>
-T value_or_exit(Result<T> result, int code = 1)
+T value_or_exit(Result<T> result, int code = -1)
 {
     exit_on_error(result.status(), code);
     return std::move(result).value();
@@ -31,6 +36,7 @@ void parse_wavelength_option(const std::string& text, double& wmin, double& wmax
 void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength);
 
 /// Which backend to run and its settings, from --backend, --threads, --device, --gpu-memory.
+/// threads 0 = default_thread_count() (affinity mask and cgroup quota).
 struct BackendChoice {
     std::string name = "cpu";
     int threads = 0;
@@ -39,7 +45,7 @@ struct BackendChoice {
 };
 void add_backend_options(CLI::App& cmd, BackendChoice& choice);
 /// The chosen backend; exits with a one-line message where it cannot be had (not built,
-/// no device).
+/// no device). "auto" takes cuda where a device is found, else cpu, and logs which and why.
 std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& choice);
 
 /// Progress of an extraction: a ProgressBar created once the backend reports the total.

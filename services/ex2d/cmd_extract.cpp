@@ -1,23 +1,38 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ex2d extract: desi_extract_spectra's interface on the ex2d engine.
+// ex2d extract: desi_extract_spectra's interface on the ex2d engine. Every check that can
+// fail on the inputs runs before the extraction, so a bad job fails in seconds, not minutes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <sstream>
+#include <system_error>
 
 #include "cli_support.hpp"
+#include "ex2d/barycentric.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
+#include "interrupt.hpp"
 
 namespace ex2d::tool {
 
 namespace {
 
 struct ExtractArgs {
-    std::string input, psf, output, model, wavelength;
+    std::string input, fibermap, psf, output, model, wavelength;
     BackendChoice backend;
     ExtractionOptions opt;
+    bool no_gpu = false, no_scores = false, verbose = false, mpi = false;
+    bool use_specter = false, decorrelate_fibers = false;
+    bool psferr_given = false;
+    bool barycentric = false;
 };
 
 std::string header_id(const PreprocImage& img)
@@ -30,24 +45,194 @@ std::string header_id(const PreprocImage& img)
            " camera=" + camera.value_or("?");
 }
 
+std::string normalized(std::string s)
+{
+    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+}
+
+std::string number(double x)
+{
+    std::ostringstream out;
+    out << x;
+    return out.str();
+}
+
+/// desi_extract_spectra options that ex2d accepts but cannot honour are refused in one line;
+/// --mpi only changes how desispec parallelises, which ex2d does with threads.
+void check_desispec_options(const ExtractArgs& args)
+{
+    if (args.use_specter) {
+        throw CommandExit(kExitUsage, "--use-specter is not supported: ex2d implements "
+                                      "gpu_specter's algorithm (desispec's default and GPU path), "
+                                      "not classic specter");
+    }
+    if (args.decorrelate_fibers) {
+        throw CommandExit(kExitUsage,
+                          "--decorrelate-fibers is not supported: ex2d implements gpu_specter's "
+                          "extraction, for which desispec rejects it too");
+    }
+    if (args.no_scores) {
+        throw CommandExit(kExitUsage, "--no-scores is not supported: the frame writer always "
+                                      "writes the SCORES HDU");
+    }
+    if (args.mpi) logger()->info("event=option_ignored option=--mpi reason=\"ex2d uses threads\"");
+}
+
+/// Option values that need no input file, and the backend from --backend, --no-gpu and
+/// $DESI_NO_GPU (desispec: the GPU wherever one is found unless either disables it).
+void check_option_values(ExtractArgs& args)
+{
+    parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw);
+    if (args.psferr_given && args.opt.psferr < 0) {
+        throw CommandExit(kExitUsage, "--psferr must be >= 0, got " + number(args.opt.psferr));
+    }
+    if (args.backend.threads < 0) {
+        throw CommandExit(kExitUsage, "--threads must be >= 0 (0: the CPUs this process may "
+                                      "use), got " + std::to_string(args.backend.threads));
+    }
+    const bool env_no_gpu = std::getenv("DESI_NO_GPU") != nullptr;
+    if (args.no_gpu && args.backend.name == "cuda") {
+        throw CommandExit(kExitUsage, "--no-gpu contradicts --backend cuda");
+    }
+    if ((args.no_gpu || env_no_gpu) && args.backend.name == "auto") {
+        args.backend.name = "cpu";
+        logger()->info("event=backend_cpu reason=\"{}\"",
+                       args.no_gpu ? "--no-gpu" : "DESI_NO_GPU is set");
+    }
+    args.opt.want_model = !args.model.empty();
+}
+
+/// -w must lie inside the PSF HDU's WAVEMIN..WAVEMAX, where the PSF is defined.
+void check_wave_range(const ExtractArgs& args, const GaussHermitePsf& psf)
+{
+    if (args.wavelength.empty() || psf.params.empty()) return;
+    const LegendreTable& domain = psf.params.begin()->second;
+    if (args.opt.wmin < domain.wavemin || args.opt.wmax > domain.wavemax) {
+        throw CommandExit(kExitUsage, "-w range " + number(args.opt.wmin) + ".." +
+                                          number(args.opt.wmax) + " A is outside the range " +
+                                          number(domain.wavemin) + ".." +
+                                          number(domain.wavemax) + " A of PSF " + args.psf);
+    }
+}
+
+/// desispec (makepath in io.write_frame) creates a missing output folder; ex2d reports it
+/// instead, because a typo in a batch script should not scatter new folders.
+void check_output_folder(const std::string& path, const char* what)
+{
+    if (path.empty()) return;
+    std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    if (folder.empty()) folder = ".";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec)) {
+        throw CommandExit(kExitOutput, std::string("I/O error: cannot write ") + what + " " + path +
+                                           ": folder " + folder.string() + " does not exist");
+    }
+    if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+        throw CommandExit(kExitOutput, std::string("I/O error: cannot write ") + what + " " + path +
+                                           ": folder " + folder.string() + " is not writable");
+    }
+}
+
+/// The checks of the image against the PSF and the options that desispec would only hit
+/// at the end (FLAVOR when writing) or never (CAMERA).
+void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHermitePsf& psf,
+                 const FitsTableBlob& fibermap, const std::string& fibermap_source)
+{
+    if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
+        throw CommandExit(kExitInput, "format error: " + args.input + ": image is " +
+                                          std::to_string(img.nx) + " x " + std::to_string(img.ny) +
+                                          " pixels but PSF " + args.psf + " is for a " +
+                                          std::to_string(psf.npix_x) + " x " +
+                                          std::to_string(psf.npix_y) + " CCD");
+    }
+    const auto image_camera = img.header.get_string("CAMERA");
+    const auto psf_camera = psf.psf_header.get_string("CAMERA");
+    // A warning, not an error: the fleet tests extract several simulated cameras with one
+    // synthetic PSF, which is legitimate for simulations.
+    if (image_camera && psf_camera && normalized(*image_camera) != normalized(*psf_camera)) {
+        logger()->warn("event=camera_mismatch input={} camera={} psf={} psf_camera={}",
+                       args.input, normalized(*image_camera), args.psf, normalized(*psf_camera));
+    }
+    const auto flavor = img.header.get_string("FLAVOR");
+    const char* const flavors[] = {"none", "flat", "arc", "zero", "bias", "science"};
+    if (!flavor) {
+        throw CommandExit(kExitInput, "format error: " + args.input +
+                                          ": IMAGE header has no FLAVOR keyword (frame " +
+                                          args.output + " not written)");
+    }
+    if (std::none_of(std::begin(flavors), std::end(flavors),
+                     [&](const char* ok) { return *flavor == ok; })) {
+        throw CommandExit(kExitInput, "format error: " + args.input + ": FLAVOR '" + *flavor +
+                                          "' is not one of none/flat/arc/zero/bias/science");
+    }
+    const long needed = long(args.opt.specmin) + args.opt.nspec;
+    if (!fibermap.empty() && fibermap.nrows < needed) {
+        throw CommandExit(kExitInput, "format error: " + fibermap_source + ": FIBERMAP has " +
+                                          std::to_string(fibermap.nrows) + " rows, specmin + " +
+                                          "nspec needs " + std::to_string(needed));
+    }
+}
+
+/// The model first: a frame on disk then means a complete set of outputs. A frame that
+/// cannot be written takes its model with it.
+void write_outputs(const ExtractArgs& args, const ExtractedFrame& frame,
+                   const FrameProvenance& prov)
+{
+    if (!args.model.empty()) exit_on_error(write_model_image(args.model, frame, prov), kExitOutput);
+    const Status written = write_frame(args.output, frame, prov);
+    if (!written.is_ok() && !args.model.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(args.model, ec);
+    }
+    exit_on_error(written, kExitOutput);
+}
+
 void run_extract(ExtractArgs& args)
 {
     using Clock = std::chrono::steady_clock;
     const auto t_start = Clock::now();
-    parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw);
-    args.opt.want_model = !args.model.empty();
+    if (args.verbose) set_log_level("debug");
+    install_interrupt_cleanup();
+    check_desispec_options(args);
+    check_option_values(args);
 
-    const GaussHermitePsf psf = value_or_exit(read_psf(args.psf));
-    const PreprocImage img = value_or_exit(read_preproc(args.input));
+    const GaussHermitePsf psf = value_or_exit(read_psf(args.psf), kExitInput);
+    exit_on_error(validate_options(psf, args.opt), kExitUsage);
+    check_output_folder(args.output, "frame");
+    check_output_folder(args.model, "model");
+
+    const PreprocImage img = value_or_exit(read_preproc(args.input), kExitInput);
+    const FitsTableBlob fibermap = args.fibermap.empty()
+                                       ? img.fibermap
+                                       : value_or_exit(read_fibermap(args.fibermap), kExitInput);
+    check_image(args, img, psf, fibermap, args.fibermap.empty() ? args.input : args.fibermap);
+    // After the image: a PSF of the wrong arm is better reported as such than as a range.
+    check_wave_range(args, psf);
     const std::string ids = header_id(img);
-    if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
-        throw CommandExit(1, "format error: " + args.input + ": image is " + std::to_string(img.nx) +
-                                 " x " + std::to_string(img.ny) + " pixels but PSF " + args.psf +
-                                 " is for a " + std::to_string(psf.npix_x) + " x " +
-                                 std::to_string(psf.npix_y) + " CCD");
-    }
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
 
+    // desispec extracts on the observed grid divided by the barycentric factor and labels the
+    // result with the grid asked for (datamodel 4.4), writing HELIOCOR.
+    ExtractionOptions labelled = args.opt;
+    FitsHeader image_header = img.header;
+    if (args.barycentric) {
+        const BarycentricCorrection bc =
+            value_or_exit(exposure_barycentric_correction(img.header, fibermap), kExitInput);
+        if (args.opt.wmin <= 0 || args.opt.wmax <= 0) {
+            const WaveGrids grids = make_wave_grids(psf, args.opt);
+            args.opt.wmin = grids.wave.front();
+            args.opt.wmax = grids.wave.back();
+        }
+        labelled = args.opt;
+        args.opt.wmin /= bc.factor;
+        args.opt.wmax /= bc.factor;
+        args.opt.dw /= bc.factor;
+        set_heliocor(image_header, bc.factor);
+        logger()->info("barycentric correction {} v={:.6f} km/s HELIOCOR={:.15f}", ids,
+                       bc.velocity_km_s, bc.factor);
+    }
     auto backend = make_backend_or_exit(args.backend);
     const std::vector<double> weights = img.weights();
     const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
@@ -56,22 +241,22 @@ void run_extract(ExtractArgs& args)
     const auto t_extract = Clock::now();
     const double cpu_before = process_cpu_seconds();
     ExtractionProgress progress("extract " + ids);
-    ExtractedFrame frame =
-        value_or_exit(extract_frame(view, psf, args.opt, *backend, progress.callback()));
+    ExtractedFrame frame = value_or_exit(
+        extract_frame(view, psf, args.opt, *backend, progress.callback()), kExitRuntime);
     progress.finish();
     const double extract_seconds = std::chrono::duration<double>(Clock::now() - t_extract).count();
     const double extract_cpu = process_cpu_seconds() - cpu_before;
 
+    if (args.barycentric) frame.wave = wavelength_grid(labelled.wmin, labelled.wmax, labelled.dw);
     FrameProvenance prov;
-    prov.image_header = img.header;
-    prov.fibermap = img.fibermap;
+    prov.image_header = image_header;
+    prov.fibermap = fibermap;
     prov.psf_header = psf.psf_header;
     prov.input_image = args.input;
     prov.input_psf = args.psf;
-    prov.options = args.opt;
+    prov.options = labelled;
     const auto t_write = Clock::now();
-    exit_on_error(write_frame(args.output, frame, prov));
-    if (!args.model.empty()) exit_on_error(write_model_image(args.model, frame, prov));
+    write_outputs(args, frame, prov);
     const double write_seconds = std::chrono::duration<double>(Clock::now() - t_write).count();
 
     const StageTimes& st = frame.stage_times;
@@ -89,18 +274,35 @@ void run_extract(ExtractArgs& args)
 void add_extract_command(CLI::App& app)
 {
     auto args = std::make_shared<ExtractArgs>();
+    args->backend.name = "auto";
     CLI::App* cmd = app.add_subcommand(
         "extract", "Extract spectra from a preproc frame into a desispec frame file "
-                   "(options as desi_extract_spectra)");
+                   "(options as desi_extract_spectra; installed under that name it runs this)");
     cmd->add_option("-i,--input", args->input, "Preproc file (IMAGE, IVAR, MASK, FIBERMAP)")
         ->required();
+    cmd->add_option("-f,--fibermap", args->fibermap,
+                    "Fibermap file (its FIBERMAP HDU; default: the input's FIBERMAP HDU)");
     cmd->add_option("-p,--psf", args->psf, "Gauss-Hermite PSF file (PSFVER 3)")->required();
     cmd->add_option("-o,--output", args->output, "Frame file to write (.fits or .fits.gz)")
         ->required();
     cmd->add_option("-m,--model", args->model, "Also write the 2-D model image A . xflux here");
     add_extraction_options(*cmd, args->opt, args->wavelength);
     add_backend_options(*cmd, args->backend);
-    cmd->callback([args] { run_extract(*args); });
+    cmd->add_flag("--no-gpu", args->no_gpu,
+                  "Run on the CPU even where a GPU is found (also: $DESI_NO_GPU set)");
+    cmd->add_flag("-v,--verbose", args->verbose, "Debug log level");
+    cmd->add_flag("--barycentric-correction", args->barycentric,
+                  "Extract on the barycentric grid and write HELIOCOR, as desispec does");
+    cmd->add_flag("--mpi", args->mpi, "Accepted for desi_extract_spectra; ignored (threads)");
+    cmd->add_flag("--no-scores", args->no_scores, "Refused: SCORES are always written");
+    cmd->add_flag("--use-specter", args->use_specter, "Refused: ex2d is gpu_specter's algorithm");
+    cmd->add_flag("--decorrelate-fibers", args->decorrelate_fibers,
+                  "Refused: not part of gpu_specter's extraction");
+    CLI::Option* psferr = cmd->get_option("--psferr");
+    cmd->callback([args, psferr] {
+        args->psferr_given = psferr->count() > 0;
+        run_extract(*args);
+    });
 }
 
 }  // namespace ex2d::tool

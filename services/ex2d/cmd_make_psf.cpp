@@ -36,7 +36,7 @@ void run_crop(const MakePsfArgs& args)
         throw CommandExit(2, "--fibers must be 1-" + std::to_string(in.nspec()));
     }
     const GaussHermitePsf psf = crop_psf(in, args.fibers, wmin, wmax);
-    exit_on_error(write_psf(args.output, psf));
+    exit_on_error(write_psf(args.output, psf), kExitOutput);
     logger()->info("make-psf done from={} output={} fibers={} ccd={}x{}", args.from, args.output,
                    psf.nspec(), psf.npix_x, psf.npix_y);
 }
@@ -61,7 +61,7 @@ void run_make_psf(const MakePsfArgs& args)
     }
 
     const GaussHermitePsf psf = make_synthetic_psf(arm, petal);
-    exit_on_error(write_psf(args.output, psf));
+    exit_on_error(write_psf(args.output, psf), kExitOutput);
     const ArmDefaults d = arm_defaults(arm);
     logger()->info("make-psf done camera={}{} output={} fibers={} ccd={}x{} wavemin={} wavemax={} "
                    "psferr={}",

@@ -55,8 +55,8 @@ void run_simulate(SimulateArgs& args, bool camera_given)
     if (args.opt.nspec < 0) args.opt.nspec = psf.nspec() - args.opt.specmin;
 
     const SimulatedFrame frame = value_or_exit(simulate_frame(psf, args.opt));
-    exit_on_error(write_preproc(args.output, frame.preproc));
-    exit_on_error(write_truth(args.truth, frame.truth));
+    exit_on_error(write_preproc(args.output, frame.preproc), kExitOutput);
+    exit_on_error(write_truth(args.truth, frame.truth), kExitOutput);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     logger()->info("simulate done camera={} expid={} night={} seed={} fibers={}-{} nwave={} "

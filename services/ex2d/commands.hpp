@@ -13,6 +13,16 @@
 
 namespace ex2d::tool {
 
+/// Exit codes of the tool, one per failure class (table in docs/usage.md). A signal N ends
+/// the program with 128 + N, as a shell reports it.
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitRuntime = 1,  ///< the extraction failed, or the requested backend cannot be had
+    kExitUsage = 2,    ///< a bad option or option value (CLI parsing included)
+    kExitInput = 3,    ///< an input file is missing, unreadable or not in the expected format
+    kExitOutput = 4,   ///< an output file or its folder cannot be written
+};
+
 /// Thrown by a subcommand to end the program with `code` after printing `what()`.
 class CommandExit : public std::runtime_error {
 public:

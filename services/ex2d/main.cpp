@@ -1,15 +1,42 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2d: spectro-perfectionism extraction of DESI frames from the command line.
-#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "ex2d/logging.hpp"
 
+namespace {
+
+/// Installed under desispec's name (a symlink, see services/ex2d/CMakeLists.txt), the tool
+/// is `ex2d extract`, so that desi_proc-style command lines run unchanged.
+std::vector<char*> arguments_for(int argc, char** argv)
+{
+    std::vector<char*> args(argv, argv + argc);
+    const char* slash = std::strrchr(argv[0], '/');
+    const char* base = slash ? slash + 1 : argv[0];
+    static char extract[] = "extract";
+    if (std::strcmp(base, "desi_extract_spectra") == 0) args.insert(args.begin() + 1, extract);
+    return args;
+}
+
+/// The final error line, in the log format of every other line (time stamp, level).
+int fail(int code, const std::string& message)
+{
+    ex2d::logger()->error("ex2d: {}", message);
+    ex2d::logger()->flush();
+    return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv)
 {
+    using namespace ex2d::tool;
     CLI::App app{"ex2d " EX2D_VERSION ": spectro-perfectionism extraction of DESI spectrograph "
                  "frames (Bolton & Schlegel 2010)\n\n"
                  "Typical use:\n"
@@ -29,16 +56,17 @@ int main(int argc, char** argv)
     ex2d::tool::add_accuracy_command(app);
     ex2d::tool::add_bench_command(app);
     app.parse_complete_callback([&] { ex2d::set_log_level(log_level); });
+    std::vector<char*> args = arguments_for(argc, argv);
     try {
-        app.parse(argc, argv);
+        app.parse(int(args.size()), args.data());
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    } catch (const ex2d::tool::CommandExit& e) {
-        std::fprintf(stderr, "ex2d: %s\n", e.what());
-        return e.code();
+        // --help and --version are "errors" with code 0; every other parse error is usage.
+        if (e.get_exit_code() == 0) return app.exit(e);
+        return fail(kExitUsage, std::string(e.what()) + " (run with --help for more information)");
+    } catch (const CommandExit& e) {
+        return fail(e.code(), e.what());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ex2d: internal error: %s\n", e.what());
-        return 70;
+        return fail(kExitRuntime, std::string("internal error: ") + e.what());
     }
-    return 0;
+    return kExitOk;
 }

@@ -130,6 +130,9 @@ TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
     const auto cams = cameras(4);
     fleet.make_exposure(34, cams);
     fleet.settings["queue.max_deliveries"] = "3";
+    // A longer lease than the other tests: on a loaded machine a 2 s lease can lapse under a
+    // live holder, and such extra deliveries must not be mistaken for poison here.
+    fleet.settings["queue.lease_s"] = "4";
     fleet.env["EX2D_TEST_POISON_JOB"] = "nightly/00000034/b1";
     fleet.start("reader", "reader-1");
     fleet.start("writer", "writer-1");
@@ -137,7 +140,7 @@ TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
     std::vector<Process*> workers = {&fleet.start("worker", "worker-1"), &fleet.start("worker", "worker-2")};
     ASSERT_EQ(fleet.submit(34), 0);
     int restarts = 0;
-    const bool finished = eventually(90, [&] {
+    const bool finished = eventually(120, [&] {
         for (auto*& w : workers) {
             if (!w->running()) w = &fleet.start("worker", "worker-r" + std::to_string(++restarts));
         }

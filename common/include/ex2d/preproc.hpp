@@ -41,6 +41,10 @@ struct PreprocImage {
 /// Errors name the file and the problem, e.g. "preproc-r0.fits: no HDU named IVAR".
 Result<PreprocImage> read_preproc(const std::string& path);
 
+/// Reads the FIBERMAP HDU of `path` (a preproc file or a separate fibermap file, as
+/// desi_extract_spectra -f). A file without that HDU is a format error naming the file.
+Result<FitsTableBlob> read_fibermap(const std::string& path);
+
 /// Writes a preproc file in DESI's layout (IMAGE primary, IVAR, MASK RICE-compressed int16,
 /// READNOISE if present, FIBERMAP if present), atomically (temporary name, then rename).
 Status write_preproc(const std::string& path, const PreprocImage& img);

@@ -11,7 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <system_error>
+
+#include "ex2d/temporary_files.hpp"
 
 namespace ex2d::fits {
 
@@ -80,6 +84,23 @@ bool is_cfitsio_boilerplate(const std::string& card)
 {
     return starts_with(card, "COMMENT   FITS (Flexible Image Transport System) format is") ||
            starts_with(card, "COMMENT   and Astrophysics', volume 376, page 359; bibcode:");
+}
+
+/// Temporary files being written, for remove_temporary_files(). Registered before the file
+/// is created, so that an interruption between creation and registration cannot leak it.
+std::mutex g_temporaries_mutex;
+std::set<std::string> g_temporaries;
+
+void register_temporary(const std::string& path)
+{
+    std::lock_guard<std::mutex> lock(g_temporaries_mutex);
+    g_temporaries.insert(path);
+}
+
+void unregister_temporary(const std::string& path)
+{
+    std::lock_guard<std::mutex> lock(g_temporaries_mutex);
+    g_temporaries.erase(path);
 }
 
 }  // namespace
@@ -352,6 +373,7 @@ std::string temporary_name(const std::string& path)
 Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body)
 {
     std::string tmp = temporary_name(path);
+    register_temporary(tmp);
     fitsfile* raw = nullptr;
     int status = 0;
     // Only the full file-name parser knows that a ".gz" name asks for gzip output; plain
@@ -362,6 +384,7 @@ Status write_atomically(const std::string& path, const std::function<Status(fits
         if (raw) FitsCloser{}(raw);
         std::error_code ec;
         std::filesystem::remove(tmp, ec);
+        unregister_temporary(tmp);
         return io_error(path, "cannot create the file", status);
     }
     FitsPtr file(raw);
@@ -374,7 +397,21 @@ Status write_atomically(const std::string& path, const std::function<Status(fits
         if (ec) result = Status::io(path + ": cannot rename the temporary file: " + ec.message());
     }
     if (!result.is_ok()) std::filesystem::remove(tmp, ec);
+    unregister_temporary(tmp);
     return result;
 }
 
 }  // namespace ex2d::fits
+
+namespace ex2d {
+
+void remove_temporary_files() noexcept
+{
+    // Left locked on purpose: the caller is about to _exit, and a writer that tries to start
+    // another temporary in the meantime blocks here instead of leaving one behind.
+    fits::g_temporaries_mutex.lock();
+    for (const std::string& path : fits::g_temporaries) ::unlink(path.c_str());
+    fits::g_temporaries.clear();
+}
+
+}  // namespace ex2d

@@ -31,7 +31,26 @@ Status read_plane(fitsfile* f, const std::string& path, const std::vector<std::s
     return fits::read_pixels(f, path, name, TDOUBLE, (long long)out.size(), out.data());
 }
 
+Status read_fibermap_hdu(fitsfile* f, const std::string& path,
+                         const std::vector<std::string>& names, FitsTableBlob& out)
+{
+    EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "FIBERMAP"));
+    return fits::copy_hdu_to_blob(f, path, out);
+}
+
 }  // namespace
+
+Result<FitsTableBlob> read_fibermap(const std::string& path)
+{
+    fits::FitsPtr file;
+    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    std::vector<std::string> names;
+    EX2D_RETURN_NOT_OK(fits::scan_hdus(file.get(), path, names));
+    FitsTableBlob blob;
+    EX2D_RETURN_NOT_OK(read_fibermap_hdu(file.get(), path, names, blob));
+    EX2D_RETURN_NOT_OK(fits::close(path, file));
+    return blob;
+}
 
 std::vector<double> PreprocImage::weights() const
 {
@@ -101,8 +120,7 @@ Result<PreprocImage> read_preproc(const std::string& path)
                                       img.readnoise));
     }
     if (fits::find_hdu(names, "FIBERMAP")) {
-        EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "FIBERMAP"));
-        EX2D_RETURN_NOT_OK(fits::copy_hdu_to_blob(f, path, img.fibermap));
+        EX2D_RETURN_NOT_OK(read_fibermap_hdu(f, path, names, img.fibermap));
     }
     EX2D_RETURN_NOT_OK(fits::close(path, file));
 

@@ -145,6 +145,9 @@ FitsHeader make_image_header(const SimulationOptions& opt, int petal, int npix_x
     h.set_int("SPECGRPH", petal, "spectrograph (petal)");
     h.set_int("TILEID", kTileId, "tile");
     h.set_double("MJD-OBS", mjd, "MJD of the start of the exposure");
+    // A fixed pointing (the COSMOS field), so that a barycentric correction can be computed.
+    h.set_double("TARGTRA", 150.1, "target right ascension (deg)");
+    h.set_double("TARGTDEC", 2.2, "target declination (deg)");
     h.set_string("DATE-OBS", iso_time(mid_night), "UTC start of the exposure");
     h.set_string("CCDSIZE", std::to_string(npix_x) + "," + std::to_string(npix_y),
                  "preproc CCD size (columns,rows)");
