@@ -73,10 +73,6 @@ void check_desispec_options(const ExtractArgs& args)
                           "--decorrelate-fibers is not supported: ex2d implements gpu_specter's "
                           "extraction, for which desispec rejects it too");
     }
-    if (args.no_scores) {
-        throw CommandExit(kExitUsage, "--no-scores is not supported: the frame writer always "
-                                      "writes the SCORES HDU");
-    }
     if (args.mpi) logger()->info("event=option_ignored option=--mpi reason=\"ex2d uses threads\"");
 }
 
@@ -125,9 +121,12 @@ void check_output_folder(const std::string& path, const char* what)
     std::filesystem::path folder = std::filesystem::path(path).parent_path();
     if (folder.empty()) folder = ".";
     std::error_code ec;
+    // desispec's writers create the output folder (desispec.io.util.makepath); so does ex2d.
+    std::filesystem::create_directories(folder, ec);
     if (!std::filesystem::is_directory(folder, ec)) {
         throw CommandExit(kExitOutput, std::string("I/O error: cannot write ") + what + " " + path +
-                                           ": folder " + folder.string() + " does not exist");
+                                           ": folder " + folder.string() +
+                                           " does not exist and cannot be created");
     }
     if (::access(folder.c_str(), W_OK | X_OK) != 0) {
         throw CommandExit(kExitOutput, std::string("I/O error: cannot write ") + what + " " + path +
@@ -255,6 +254,7 @@ void run_extract(ExtractArgs& args)
     prov.input_image = args.input;
     prov.input_psf = args.psf;
     prov.options = labelled;
+    prov.write_scores = !args.no_scores;
     const auto t_write = Clock::now();
     write_outputs(args, frame, prov);
     const double write_seconds = std::chrono::duration<double>(Clock::now() - t_write).count();
@@ -294,7 +294,7 @@ void add_extract_command(CLI::App& app)
     cmd->add_flag("--barycentric-correction", args->barycentric,
                   "Extract on the barycentric grid and write HELIOCOR, as desispec does");
     cmd->add_flag("--mpi", args->mpi, "Accepted for desi_extract_spectra; ignored (threads)");
-    cmd->add_flag("--no-scores", args->no_scores, "Refused: SCORES are always written");
+    cmd->add_flag("--no-scores", args->no_scores, "Do not compute and write the SCORES HDU");
     cmd->add_flag("--use-specter", args->use_specter, "Refused: ex2d is gpu_specter's algorithm");
     cmd->add_flag("--decorrelate-fibers", args->decorrelate_fibers,
                   "Refused: not part of gpu_specter's extraction");

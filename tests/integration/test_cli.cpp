@@ -248,10 +248,13 @@ TEST_F(Cli, NonFinitePixelsAreMaskedCountedAndNeverWritten)
 
 TEST_F(Cli, UnwritableOutputLeavesNothing)
 {
-    const std::string out = dir_->file("no-such-folder/frame.fits");
+    // A regular file where the output folder should be: the folder cannot be created.
+    const std::string blocker = dir_->file("not-a-folder");
+    std::ofstream(blocker) << "x";
+    const std::string out = blocker + "/frame.fits";
     const RunResult r = run_tool(extract_args(preproc_path_, psf_path_, out));
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(last_line(r.output).find("no-such-folder"), std::string::npos) << r.output;
+    EXPECT_NE(last_line(r.output).find("not-a-folder"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out));
 }
 

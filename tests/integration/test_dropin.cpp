@@ -173,7 +173,17 @@ TEST_F(Dropin, RefusedOptionsSayWhy)
     expect_failure(run(small(out) + " --use-specter"), 2, out, "--use-specter", "gpu_specter");
     expect_failure(run(small(out) + " --decorrelate-fibers"), 2, out, "--decorrelate-fibers",
                    "desispec rejects it");
-    expect_failure(run(small(out) + " --no-scores"), 2, out, "--no-scores", "SCORES");
+}
+
+TEST_F(Dropin, NoScoresLeavesOutTheScoresHdu)
+{
+    const std::string out = dir_->file("frame-no-scores.fits");
+    ASSERT_EQ(run(small(out) + " --no-scores").exit_code, 0);
+    auto frame = read_frame(out);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const std::vector<std::string> expected = {"FLUX", "IVAR", "MASK", "WAVELENGTH",
+                                               "RESOLUTION", "FIBERMAP", "CHI2PIX"};
+    EXPECT_EQ(frame.value().hdu_names, expected);
 }
 
 TEST_F(Dropin, AcceptedOptions)
@@ -218,10 +228,21 @@ TEST_F(Dropin, WavelengthOutsideThePsf)
                    2, out, "psf-r0.fits", "5000..6000 A is outside the range 5543..7827 A");
 }
 
-TEST_F(Dropin, MissingOutputFolder)
+// As desispec does, a missing output folder is created; one that cannot be (a file is in the
+// way) is an output error named before any work.
+TEST_F(Dropin, MissingOutputFolderIsCreated)
 {
-    const std::string out = dir_->file("no-such-folder/frame.fits");
-    expect_failure(run(small(out)), 4, out, "no-such-folder", "does not exist");
+    const std::string out = dir_->file("new-folder/deeper/frame.fits");
+    ASSERT_EQ(run(small(out)).exit_code, 0);
+    expect_frame(out, 301);
+}
+
+TEST_F(Dropin, OutputFolderThatCannotBeCreated)
+{
+    const std::string blocker = dir_->file("a-file");
+    std::ofstream(blocker) << "x";
+    const std::string out = blocker + "/sub/frame.fits";
+    expect_failure(run(small(out)), 4, out, "a-file/sub", "cannot be created");
 }
 
 TEST_F(Dropin, InvalidFlavor)

@@ -24,6 +24,7 @@ struct FrameProvenance {
     std::string input_image;     ///< IN_IMG
     std::string input_psf;       ///< IN_PSF
     ExtractionOptions options;   ///< recorded in the header (geometry and constants)
+    bool write_scores = true;    ///< false: no SCORES HDU (desi_extract_spectra --no-scores)
 };
 
 /// Writes the frame. FLAVOR missing or not one of none/flat/arc/zero/bias/science is a

@@ -231,6 +231,7 @@ Status write_frame_hdus(fitsfile* f, const std::string& path, const ExtractedFra
     buffer = to_float(frame.chi2pix);
     EX2D_RETURN_NOT_OK(
         write_image(f, path, "CHI2PIX", FLOAT_IMG, {nwave, nspec}, TFLOAT, buffer.data()));
+    if (!prov.write_scores) return Status::ok();
     return write_scores(f, path, frame, prov);
 }
 
