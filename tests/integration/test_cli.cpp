@@ -17,6 +17,7 @@
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
+#include "run_tool.hpp"
 #include "test_paths.hpp"
 
 namespace ex2d {
@@ -24,32 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-    int exit_code = -1;
-    std::string output;  // stdout and stderr together
-};
+using test::last_line;
+using test::RunResult;
 
-RunResult run_tool(const std::string& args)
-{
-    RunResult r;
-    const std::string cmd = std::string(EX2D_TOOL_PATH) + " " + args + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf{};
-    while (fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-// The last line the tool printed (its one-line reason on failure).
-std::string last_line(const std::string& text)
-{
-    std::string t = text;
-    while (!t.empty() && t.back() == '\n') t.pop_back();
-    const size_t nl = t.rfind('\n');
-    return nl == std::string::npos ? t : t.substr(nl + 1);
-}
+RunResult run_tool(const std::string& args) { return test::run_command(args); }
 
 class Cli : public ::testing::Test {
 protected:

@@ -27,6 +27,7 @@
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
+#include "run_tool.hpp"
 #include "test_paths.hpp"
 
 namespace ex2d {
@@ -34,32 +35,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-    int exit_code = -1;
-    std::string output;  // stdout and stderr together
-};
+using test::last_line;
+using test::RunResult;
 
-// `prefix` goes before the tool (environment settings); `tool` replaces the ex2d binary.
 RunResult run(const std::string& args, const std::string& prefix = "",
               const std::string& tool = EX2D_TOOL_PATH)
 {
-    RunResult r;
-    const std::string cmd = prefix + " " + tool + " " + args + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf{};
-    while (fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string last_line(const std::string& text)
-{
-    std::string t = text;
-    while (!t.empty() && t.back() == '\n') t.pop_back();
-    const size_t nl = t.rfind('\n');
-    return nl == std::string::npos ? t : t.substr(nl + 1);
+    return test::run_command(args, prefix, tool);
 }
 
 std::vector<std::string> temporaries_in(const fs::path& dir)
