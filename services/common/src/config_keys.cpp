@@ -97,6 +97,13 @@ std::vector<ConfigKey> make_keys()
         number_key("zmq.peer_timeout_s", "10",
                    "a peer with no traffic for this long is dropped and its credit returned",
                    0.1, 86400),
+        string_key("zmq.curve_secret_key_file", "",
+                   "this process's CURVE secret key file (ex2dctl keygen); set = CURVE on tcp://"),
+        string_key("zmq.curve_allowed_keys", "",
+                   "file or folder of CURVE public keys: workers admitted by readers and "
+                   "writers, servers trusted by workers"),
+        bool_key("zmq.allow_plaintext", "false",
+                 "allow tcp:// without CURVE beyond loopback (isolated networks only)"),
 
         string_key("service.name", "",
                    "process name in Redis and logs; empty = {role}-{host}-{pid}"),
