@@ -10,7 +10,7 @@ namespace ex2d::service {
 
 struct Metrics::Cache {
     std::mutex mutex;
-    std::map<std::string, prometheus::Counter*> frames, bytes, dropped, leases;
+    std::map<std::string, prometheus::Counter*> frames, bytes, dropped, leases, zap, peers_refused;
     std::map<std::string, prometheus::Histogram*> stage;
     std::map<std::string, prometheus::Gauge*> queue_depth;
 };
@@ -96,6 +96,16 @@ Metrics::Metrics(const std::string& role)
                   .Labels(role_label)
                   .Register(registry)
                   .Add({});
+    zap_ = &prometheus::BuildCounter()
+                .Name("ex2d_zap_requests_total")
+                .Help("CURVE handshakes answered by the ZAP handler: accepted or refused")
+                .Labels(role_label)
+                .Register(registry);
+    peers_refused_ = &prometheus::BuildCounter()
+                          .Name("ex2d_peers_refused_total")
+                          .Help("Peers not connected for want of matching CURVE keys, by reason")
+                          .Labels(role_label)
+                          .Register(registry);
     prometheus::BuildGauge()
         .Name("ex2d_build_info")
         .Help("Build of this process; the value is always 1")
@@ -137,6 +147,16 @@ prometheus::Counter& Metrics::leases(const std::string& event)
 prometheus::Gauge& Metrics::queue_depth(const std::string& lane)
 {
     return cached(cache_->mutex, cache_->queue_depth, *queue_depth_, "lane", lane);
+}
+
+prometheus::Counter& Metrics::zap_requests(const std::string& result)
+{
+    return cached(cache_->mutex, cache_->zap, *zap_, "result", result);
+}
+
+prometheus::Counter& Metrics::peers_refused(const std::string& reason)
+{
+    return cached(cache_->mutex, cache_->peers_refused, *peers_refused_, "reason", reason);
 }
 
 prometheus::Counter& Metrics::redis_reconnects() { return *reconnects_; }

@@ -45,6 +45,11 @@ public:
     prometheus::Gauge& device_memory_bytes();
     /// ex2d_up{role}: 1 while the process is ready, 0 while starting or draining.
     prometheus::Gauge& ready();
+    /// ex2d_zap_requests_total{result}: CURVE handshakes the ZAP handler accepted or refused.
+    prometheus::Counter& zap_requests(const std::string& result);
+    /// ex2d_peers_refused_total{reason}: peers a worker did not connect to (plaintext_peer,
+    /// curve_required, untrusted_key, bad_key), counted once per peer and advertisement.
+    prometheus::Counter& peers_refused(const std::string& reason);
 
 private:
     std::string role_;
@@ -59,6 +64,8 @@ private:
     prometheus::Gauge* in_memory_;
     prometheus::Gauge* device_memory_;
     prometheus::Gauge* ready_;
+    prometheus::Family<prometheus::Counter>* zap_;
+    prometheus::Family<prometheus::Counter>* peers_refused_;
     /// Metrics already added to the labelled families, by family and label value (Family::Add
     /// is slow); shared so that copies of a Metrics share one cache, like the registry.
     struct Cache;
