@@ -6,9 +6,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include <hiredis/hiredis.h>
+#include <sys/stat.h>
 
 #include "ex2d/logging.hpp"
 #include "ex2d/service/config.hpp"
@@ -163,6 +166,27 @@ Status RedisClient::ensure_connected()
     }
 }
 
+namespace {
+
+/// Logs an ACL refusal once per command and process: a role whose user lacks a permission
+/// would otherwise fail quietly (heartbeats ignore their replies).
+void report_refusal(const std::string& command, const std::string& error)
+{
+    const bool acl = error.rfind("NOPERM", 0) == 0 ||
+                     error.find("The user executing the script can't") != std::string::npos;
+    if (!acl) return;
+    static std::mutex mutex;
+    static std::set<std::string> reported;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!reported.insert(command).second) return;
+    }
+    logger()->error("redis refused {} for this ACL user: {} (docs/redis-schema.md, Access "
+                    "control; tools/ex2d-redis-acl)", command, error);
+}
+
+}  // namespace
+
 Result<RedisValue> RedisClient::command(const std::vector<std::string>& args)
 {
     std::vector<const char*> argv;
@@ -178,6 +202,7 @@ Result<RedisValue> RedisClient::command(const std::vector<std::string>& args)
         if (reply) {
             RedisValue value = convert(reply);
             freeReplyObject(reply);
+            if (value.is_error() && !args.empty()) report_refusal(args[0], value.str);
             return value;
         }
         // The connection broke: the command may or may not have run. Every caller's command
@@ -227,6 +252,11 @@ Result<RedisOptions> redis_options_from_config(const Config& config)
         std::ifstream in(file);
         if (!in) return Status::io(file + ": cannot read the Redis password file (redis.password_file)");
         std::getline(in, o.password);
+        struct stat st {};
+        if (::stat(file.c_str(), &st) == 0 && (st.st_mode & S_IROTH)) {
+            logger()->warn("Redis password file {} is readable by every user (mode {:o}); make "
+                           "it 0600 or 0400", file, st.st_mode & 07777);
+        }
         while (!o.password.empty() && (o.password.back() == '\r' || o.password.back() == ' ')) {
             o.password.pop_back();
         }
@@ -236,30 +266,39 @@ Result<RedisOptions> redis_options_from_config(const Config& config)
 
 Status check_redis_durability(RedisClient& redis)
 {
-    EX2D_ASSIGN_OR_RETURN(RedisValue info, redis.command({"INFO", "server"}));
-    const auto pos = info.str.find("redis_version:");
-    if (pos != std::string::npos) {
-        const int major = std::atoi(info.str.c_str() + pos + 14);
-        if (major < 7) {
-            return Status::invalid("redis: version " + info.str.substr(pos + 14, 8) +
+    // INFO rather than CONFIG GET: a role's ACL user needs no access to the server's
+    // configuration (which holds replication passwords) for this check.
+    EX2D_ASSIGN_OR_RETURN(RedisValue info, redis.command({"INFO"}));
+    if (info.is_error()) {
+        return Status::invalid("redis: INFO: " + info.str +
+                               " (the ACL user needs +info for the durability check)");
+    }
+    auto field = [&](const std::string& name) -> std::optional<std::string> {
+        const std::string label = "\n" + name + ":";
+        auto pos = info.str.find(label);
+        if (pos == std::string::npos) return std::nullopt;
+        pos += label.size();
+        const auto end = info.str.find_first_of("\r\n", pos);
+        return info.str.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    };
+    if (const auto version = field("redis_version")) {
+        if (std::atoi(version->c_str()) < 7) {
+            return Status::invalid("redis: version " + *version +
                                    " is older than 7.0, which the queue needs (XAUTOCLAIM, lag)");
         }
     }
-    auto get = [&](const std::string& key) -> Result<std::string> {
-        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.command({"CONFIG", "GET", key}));
-        if (v.is_error()) return Status::invalid("redis: CONFIG GET " + key + ": " + v.str);
-        if (v.elements.size() < 2) return Status::invalid("redis: CONFIG GET " + key + ": no value");
-        return v.elements[1].str;
-    };
-    EX2D_ASSIGN_OR_RETURN(std::string aof, get("appendonly"));
-    if (aof != "yes") {
-        return Status::invalid("redis: appendonly is '" + aof +
-                               "': acknowledged work would be lost on a restart (set appendonly "
-                               "yes, or redis.allow_unsafe true for tests)");
+    const auto aof = field("aof_enabled");
+    const auto policy = field("maxmemory_policy");
+    if (!aof || !policy) {
+        return Status::invalid("redis: INFO reports no aof_enabled or maxmemory_policy: cannot "
+                               "tell whether acknowledged work survives a restart");
     }
-    EX2D_ASSIGN_OR_RETURN(std::string policy, get("maxmemory-policy"));
-    if (policy != "noeviction") {
-        return Status::invalid("redis: maxmemory-policy is '" + policy +
+    if (*aof != "1") {
+        return Status::invalid("redis: appendonly is 'no': acknowledged work would be lost on a "
+                               "restart (set appendonly yes, or redis.allow_unsafe true for tests)");
+    }
+    if (*policy != "noeviction") {
+        return Status::invalid("redis: maxmemory-policy is '" + *policy +
                                "': Redis could evict queued jobs (set noeviction, or "
                                "redis.allow_unsafe true for tests)");
     }
