@@ -19,7 +19,8 @@
 #   3. submits deploy/slurm/ex2d-night.sbatch with CPU workers under (stub) MPS on a simulated
 #      night of 3 exposures and checks: exit 0, every frame done (ex2dctl status --json),
 #      frames equal to `ex2d extract` of the same inputs, the daemon started once before any
-#      worker, each worker pinned to its GPU's UUID, the daemon stopped once after the workers;
+#      worker, each worker pinned to its GPU's UUID, one worker drained with `ex2dctl drain`
+#      exits 0 while the other finishes the night, the daemon stopped once after both;
 #   4. runs it on a night whose only frame is truncated: the job must fail (exit 1);
 #   5. stops everything and checks that no process it started is left.
 # Exit 0 when every check passes, 1 when one fails, 77 (ctest SKIP) when slurm-wlm, munge,
@@ -331,7 +332,26 @@ for e in "${expids[@]}"; do
 done
 ok "simulated ${#expids[@]} preproc frames [$(elapsed) s]"
 
-phase "sbatch deploy/slurm/ex2d-night.sbatch (CPU workers, 2 stub GPUs x 1 worker, MPS)"
+phase "sbatch deploy/slurm/ex2d-night.sbatch (CPU workers, 2 stub GPUs x 1 worker, MPS); one worker drained"
+# As an operator would: once worker-HOST-1 has registered, `ex2dctl drain` it; the other worker
+# must do the night, the drained one exit 0, and MPS stay up until both are gone.
+drain_worker() {
+  local port="" start=$SECONDS
+  until [[ -n $port ]]; do
+    ((SECONDS - start < 200)) || return 1
+    sleep 0.2
+    port=$(sed -n 's/.*Redis ready at 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/night.out" 2>/dev/null || true)
+  done
+  export EX2D_REDIS_PORT=$port EX2D_REDIS_PASSWORD_FILE=$tmp/work/redis.password
+  until "$ctl" --json workers 2>/dev/null | grep -q "\"name\":\"worker-$host-1\""; do
+    ((SECONDS - start < 200)) || return 1
+    sleep 0.2
+  done
+  "$ctl" drain "worker-$host-1" >"$tmp/drain.out" 2>&1
+  echo "$(date +%s.%N) drain-requested worker-$host-1" >>"$stub_log"
+}
+drain_worker &
+drainer=$!
 t_job=$(date +%s.%N)
 job=$("${job_env[@]}" EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=1 EX2D_SLURM_WORKERS_PER_GPU=1 \
   EX2D_SLURM_BIN="$bin" EX2D_SLURM_WORKDIR="$tmp/work" EX2D_SLURM_TIMEOUT=240 \
@@ -348,6 +368,9 @@ job_s=$(awk -v a="$t_job" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 echo "--- job output ($tmp/night.out) ---"
 cat "$tmp/night.out" || true
 echo "---"
+wait "$drainer" && drained=1 || drained=0
+check "ex2dctl drain worker-$host-1 was accepted while the night ran" \
+  eval '((drained)) && grep -q "asked worker-$host-1 to drain" "$tmp/drain.out"'
 check "job $job COMPLETED with exit code 0:0 ($(job_state JobState) $(job_state ExitCode), $job_s s)" \
   test "$(job_state JobState) $(job_state ExitCode)" = "COMPLETED 0:0"
 
@@ -431,7 +454,7 @@ PY
 check "each worker pinned to its GPU UUID (local 0 -> $gpu0, local 1 -> $gpu1)" \
   eval 'grep -q "worker-start local=0 cuda_visible_devices=$gpu0 mps_pipe_dir=$mps_dir" "$stub_log" &&
         grep -q "worker-start local=1 cuda_visible_devices=$gpu1 mps_pipe_dir=$mps_dir" "$stub_log"'
-check "the daemon stopped exactly once (quit), after both workers exited 0, and its process ended" \
+check "drained worker 1 exited 0 first; the daemon stopped once (quit), after both workers, and ended" \
   "$py" - "$stub_log" "$mps_dir" <<'PY'
 import sys
 log, d = sys.argv[1:]
@@ -445,8 +468,14 @@ commands = [line for line in open(log) if "mps-command" in line and "pipe=" + d 
 exits = [(t, kv) for t, k, kv in ev if k == "worker-exit"]
 gone = [t for t, k, kv in ev if k == "mps-daemon-exit" and kv.get("pipe") == d]
 worker_exits = [t for t, kv in exits if kv["status"] == "0"]
+drains = [t for t, k, kv in ev if k == "drain-requested"]
+drained_exit = [t for t, kv in exits if kv["local"] == "1" and kv["status"] == "0"]
 ok = len(quits) == 1 and all("quit" in c for c in commands) and len(gone) == 1
-ok = ok and len(worker_exits) >= 2 and quits[0] > max(worker_exits)
+ok = ok and len(worker_exits) == 2 and quits[0] > max(worker_exits)
+# The drained worker (local 1) left first, after the drain request; MPS outlived it.
+ok = ok and len(drains) == 1 and len(drained_exit) == 1 and drains[0] < drained_exit[0] < min(quits)
+ok = ok and drained_exit[0] == min(worker_exits)
+print("  drain requested %s, drained worker exit %s" % ([round(t, 2) for t in drains], [round(t, 2) for t in drained_exit]))
 print("  quit at %s, worker exits %s, daemon exit %s" % ([round(t, 2) for t in quits],
       [round(t, 2) for t in worker_exits], [round(t, 2) for t in gone]))
 sys.exit(0 if ok else 1)
