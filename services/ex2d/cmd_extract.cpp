@@ -45,9 +45,11 @@ std::string header_id(const PreprocImage& img)
            " camera=" + camera.value_or("?");
 }
 
+/// CAMERA as compared: DESI's PSF files write it with quotes inside the string ("'r0      '").
 std::string normalized(std::string s)
 {
-    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\''; }),
+            s.end());
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
     return s;
 }
@@ -139,20 +141,20 @@ void check_output_folder(const std::string& path, const char* what)
 void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHermitePsf& psf,
                  const FitsTableBlob& fibermap, const std::string& fibermap_source)
 {
-    if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
+    if (img.ny != psf.npix_y || img.ccd_width() != psf.npix_x) {
         throw CommandExit(kExitInput, "format error: " + args.input + ": image is " +
-                                          std::to_string(img.nx) + " x " + std::to_string(img.ny) +
+                                          std::to_string(img.ccd_width()) + " x " +
+                                          std::to_string(img.ny) +
                                           " pixels but PSF " + args.psf + " is for a " +
                                           std::to_string(psf.npix_x) + " x " +
                                           std::to_string(psf.npix_y) + " CCD");
     }
     const auto image_camera = img.header.get_string("CAMERA");
     const auto psf_camera = psf.psf_header.get_string("CAMERA");
-    // A warning, not an error: the fleet tests extract several simulated cameras with one
-    // synthetic PSF, which is legitimate for simulations.
     if (image_camera && psf_camera && normalized(*image_camera) != normalized(*psf_camera)) {
-        logger()->warn("event=camera_mismatch input={} camera={} psf={} psf_camera={}",
-                       args.input, normalized(*image_camera), args.psf, normalized(*psf_camera));
+        throw CommandExit(kExitInput, "format error: " + args.input + " is camera " +
+                                          normalized(*image_camera) + " but PSF " + args.psf +
+                                          " is for camera " + normalized(*psf_camera));
     }
     const auto flavor = img.header.get_string("FLAVOR");
     const char* const flavors[] = {"none", "flat", "arc", "zero", "bias", "science"};
@@ -172,6 +174,20 @@ void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHe
                                           std::to_string(fibermap.nrows) + " rows, specmin + " +
                                           "nspec needs " + std::to_string(needed));
     }
+}
+
+/// The CCD columns that the patches of `opt` use.
+ColumnRange extracted_columns(const GaussHermitePsf& psf, const ExtractionOptions& opt)
+{
+    const std::vector<PatchGeometry> patches =
+        plan_patches(psf, opt, make_wave_grids(psf, opt), psf.npix_y, psf.npix_x);
+    ColumnRange columns{psf.npix_x, 0};
+    for (const PatchGeometry& p : patches) {
+        columns.begin = std::min(columns.begin, p.col_begin);
+        columns.end = std::max(columns.end, p.col_end);
+    }
+    if (columns.begin >= columns.end) return {};
+    return columns;
 }
 
 /// The model first: a frame on disk then means a complete set of outputs. A frame that
@@ -202,23 +218,25 @@ void run_extract(ExtractArgs& args)
     check_output_folder(args.output, "frame");
     check_output_folder(args.model, "model");
 
-    const PreprocImage img = value_or_exit(read_preproc(args.input), kExitInput);
+    // Header, shapes and fibermap first: every check that needs no pixel runs before the
+    // pixels are read.
+    const PreprocImage meta = value_or_exit(read_preproc_metadata(args.input), kExitInput);
     const FitsTableBlob fibermap = args.fibermap.empty()
-                                       ? img.fibermap
+                                       ? meta.fibermap
                                        : value_or_exit(read_fibermap(args.fibermap), kExitInput);
-    check_image(args, img, psf, fibermap, args.fibermap.empty() ? args.input : args.fibermap);
+    check_image(args, meta, psf, fibermap, args.fibermap.empty() ? args.input : args.fibermap);
     // After the image: a PSF of the wrong arm is better reported as such than as a range.
     check_wave_range(args, psf);
-    const std::string ids = header_id(img);
-    const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
+    const std::string ids = header_id(meta);
+    auto backend = make_backend_or_exit(args.backend);
 
     // desispec extracts on the observed grid divided by the barycentric factor and labels the
     // result with the grid asked for (datamodel 4.4), writing HELIOCOR.
     ExtractionOptions labelled = args.opt;
-    FitsHeader image_header = img.header;
+    FitsHeader image_header = meta.header;
     if (args.barycentric) {
         const BarycentricCorrection bc =
-            value_or_exit(exposure_barycentric_correction(img.header, fibermap), kExitInput);
+            value_or_exit(exposure_barycentric_correction(meta.header, fibermap), kExitInput);
         if (args.opt.wmin <= 0 || args.opt.wmax <= 0) {
             const WaveGrids grids = make_wave_grids(psf, args.opt);
             args.opt.wmin = grids.wave.front();
@@ -232,9 +250,15 @@ void run_extract(ExtractArgs& args)
         logger()->info("barycentric correction {} v={:.6f} km/s HELIOCOR={:.15f}", ids,
                        bc.velocity_km_s, bc.factor);
     }
-    auto backend = make_backend_or_exit(args.backend);
+    // The CPU reads only the columns its patches use: a one-bundle run then needs a tenth of
+    // the frame's memory and reading.
+    const ColumnRange columns = backend->name() == "cpu" ? extracted_columns(psf, args.opt)
+                                                         : ColumnRange{};
+    const PreprocImage img = value_or_exit(read_preproc(args.input, columns), kExitInput);
     const std::vector<double> weights = img.weights();
-    const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
+    const ImageView view{img.ny, img.ccd_width(), img.image.data(), weights.data(),
+                         img.col_begin, img.nx};
+    const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
     logger()->info("extract start {} input={} psf={} backend={} specmin={} nspec={}", ids,
                    args.input, args.psf, backend->name(), args.opt.specmin, args.opt.nspec);
     const auto t_extract = Clock::now();

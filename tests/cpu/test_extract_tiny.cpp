@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Extraction of a small forward-modelled frame on an in-memory PSF: pulls, determinism,
 // masked and failing patches. Needs no files.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -120,6 +121,46 @@ TEST(ExtractTiny, BitIdenticalForAnyThreadCount)
                              one.resolution.size() * sizeof(double)));
     EXPECT_EQ(0, std::memcmp(one.chi2pix.data(), three.chi2pix.data(),
                              one.chi2pix.size() * sizeof(double)));
+}
+
+TEST(ExtractTiny, ColumnWindowGivesTheSameFrameAsTheWholeImage)
+{
+    TinySetup setup(12);
+    setup.opt.nspec = 25;
+    const ExtractedFrame whole = setup.extract(1);
+    const std::vector<PatchGeometry> patches = plan_patches(
+        setup.psf, setup.opt, make_wave_grids(setup.psf, setup.opt), setup.psf.npix_y,
+        setup.psf.npix_x);
+    int col_begin = setup.psf.npix_x, col_end = 0;
+    for (const PatchGeometry& p : patches) {
+        col_begin = std::min(col_begin, p.col_begin);
+        col_end = std::max(col_end, p.col_end);
+    }
+    ASSERT_GT(col_begin, 0) << "the window must start inside the CCD to test the offset";
+    const int ncols = col_end - col_begin;
+    std::vector<double> pixels, weights;
+    for (int row = 0; row < setup.psf.npix_y; ++row) {
+        const size_t first = size_t(row) * setup.psf.npix_x + col_begin;
+        pixels.insert(pixels.end(), setup.fm.image.begin() + first,
+                      setup.fm.image.begin() + first + ncols);
+        weights.insert(weights.end(), setup.weights.begin() + first,
+                       setup.weights.begin() + first + ncols);
+    }
+    const ImageView window{setup.psf.npix_y, setup.psf.npix_x, pixels.data(), weights.data(),
+                           col_begin, ncols};
+    auto backend = make_cpu_backend(1);
+    auto result = extract_frame(window, setup.psf, setup.opt, *backend);
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    const ExtractedFrame& part = result.value();
+    EXPECT_EQ(part.flux, whole.flux);
+    EXPECT_EQ(part.ivar, whole.ivar);
+    EXPECT_EQ(part.resolution, whole.resolution);
+    EXPECT_EQ(part.chi2pix, whole.chi2pix);
+
+    // A window that misses a patch's columns is a programming error, not a bad frame.
+    const ImageView narrow{setup.psf.npix_y, setup.psf.npix_x, pixels.data(), weights.data(),
+                           col_begin + 1, ncols - 1};
+    EXPECT_THROW((void)extract_frame(narrow, setup.psf, setup.opt, *backend), Error);
 }
 
 TEST(ExtractTiny, FullyMaskedFibreHasZeroIvarAndAllBadPix)

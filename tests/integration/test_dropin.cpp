@@ -238,7 +238,7 @@ TEST_F(Dropin, InvalidFlavor)
     expect_failure(run(small(out, input)), 3, out, "preproc-badflavor.fits", "FLAVOR 'bogus'");
 }
 
-TEST_F(Dropin, CameraDiffersFromThePsfIsAWarning)
+TEST_F(Dropin, CameraDiffersFromThePsfIsAnError)
 {
     auto img = read_preproc(pre_r_);
     ASSERT_TRUE(img.is_ok());
@@ -246,11 +246,8 @@ TEST_F(Dropin, CameraDiffersFromThePsfIsAWarning)
     const std::string input = dir_->file("preproc-r7.fits");
     ASSERT_TRUE(write_preproc(input, img.value()).is_ok());
     const std::string out = dir_->file("frame-r7.fits");
-    const RunResult r = run(small(out, input));
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("warning event=camera_mismatch input=" + input + " camera=r7 psf=" +
-                            psf_r_ + " psf_camera=r0"),
-              std::string::npos) << r.output;
+    expect_failure(run(small(out, input)), 3, out, "preproc-r7.fits",
+                   "is camera r7 but PSF " + psf_r_ + " is for camera r0");
 }
 
 TEST_F(Dropin, FibermapShorterThanTheSpectra)

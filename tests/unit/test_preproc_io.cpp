@@ -99,6 +99,43 @@ TEST(PreprocIo, RoundTripKeepsEveryArrayHeaderAndFibermap)
     EXPECT_EQ(r2.value().header.cards, back.header.cards);
 }
 
+TEST(PreprocIo, ColumnRangeHoldsThoseColumnsOfEveryPlane)
+{
+    ex2d::test::TempDir dir;
+    const ex2d::PreprocImage img = sample_image();
+    const std::string path = dir.file("preproc-r3-00067784.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, img).is_ok());
+
+    auto r = ex2d::read_preproc(path, ex2d::ColumnRange{1, 4});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const ex2d::PreprocImage& part = r.value();
+    EXPECT_EQ(part.ny, 6);
+    EXPECT_EQ(part.nx, 3);
+    EXPECT_EQ(part.col_begin, 1);
+    EXPECT_EQ(part.ccd_width(), 5);
+    ASSERT_EQ(part.image.size(), 18u);
+    for (int row = 0; row < 6; ++row) {
+        for (int c = 0; c < 3; ++c) {
+            const size_t whole = size_t(row) * 5 + 1 + c, held = size_t(row) * 3 + c;
+            EXPECT_EQ(part.image[held], img.image[whole]) << row << "," << c;
+            EXPECT_EQ(part.ivar[held], img.ivar[whole]);
+            EXPECT_EQ(part.mask[held], img.mask[whole]);
+            EXPECT_EQ(part.readnoise[held], img.readnoise[whole]);
+        }
+    }
+    EXPECT_EQ(part.fibermap.nrows, 12);
+    // A window cannot be written back as if it were a whole frame.
+    EXPECT_FALSE(ex2d::write_preproc(dir.file("window.fits"), part).is_ok());
+    EXPECT_THROW((void)ex2d::read_preproc(path, ex2d::ColumnRange{3, 7}), ex2d::Error);
+
+    auto meta = ex2d::read_preproc_metadata(path);
+    ASSERT_TRUE(meta.is_ok());
+    EXPECT_TRUE(meta.value().image.empty());
+    EXPECT_EQ(meta.value().ccd_width(), 5);
+    EXPECT_EQ(meta.value().header.get_string("CAMERA").value(), "r3");
+    EXPECT_EQ(meta.value().fibermap.nrows, 12);
+}
+
 TEST(PreprocIo, LayoutOnDiskIsDesis)
 {
     ex2d::test::TempDir dir;

@@ -18,11 +18,23 @@
 namespace ex2d {
 
 /// Read-only view of a frame's pixels, [ny][nx] row-major.
+/// Pixels and weights of a CCD of ny x nx pixels, all of it or the columns
+/// [col_begin, col_begin + ncols) of every row (a one-bundle run reads only its columns).
 struct ImageView {
     int ny = 0;
     int nx = 0;
-    const double* pixels = nullptr;   ///< electrons
+    const double* pixels = nullptr;   ///< electrons, [ny][stride()]
     const double* weights = nullptr;  ///< ivar with masked pixels already set to 0
+    int col_begin = 0;                ///< first CCD column held
+    int ncols = 0;                    ///< columns held; 0 = nx (the whole CCD)
+
+    int stride() const { return ncols > 0 ? ncols : nx; }
+    bool whole() const { return col_begin == 0 && stride() == nx; }
+    /// Index of CCD pixel (row, col) in pixels and weights.
+    std::size_t index(int row, int col) const
+    {
+        return std::size_t(row) * std::size_t(stride()) + std::size_t(col - col_begin);
+    }
 };
 
 /// Everything a backend needs to extract a batch of patches of one frame.

@@ -20,7 +20,9 @@ constexpr std::uint32_t kExtractMaskBits = 767;
 /// Pixel arrays are [ny][nx] row-major: index = row * nx + column (row = CCD y, wavelength).
 struct PreprocImage {
     int ny = 0;
-    int nx = 0;
+    int nx = 0;                         ///< columns held (the CCD's width unless a window)
+    int col_begin = 0;                  ///< first CCD column held
+    int ccd_nx = 0;                     ///< the CCD's width; 0 = nx
     std::vector<double> image;          ///< electrons
     std::vector<double> ivar;           ///< 1/electron^2, as stored (not yet masked)
     std::vector<std::uint32_t> mask;    ///< ccdmask bits, 0 = good
@@ -30,6 +32,7 @@ struct PreprocImage {
     std::string source = "memory";      ///< file name, for messages
     long n_nonfinite_masked = 0;        ///< pixels masked by the reader for NaN/Inf image or ivar
 
+    int ccd_width() const { return ccd_nx > 0 ? ccd_nx : nx; }
     /// Extraction weights: ivar where (mask & 767) == 0 and image, ivar finite, else 0.
     std::vector<double> weights() const;
     /// Forces masking of non-finite pixels (sets mask bit BAD, ivar 0, image 0) and counts them.
@@ -40,6 +43,19 @@ struct PreprocImage {
 /// Non-finite pixels are masked and counted (a warning is logged with the count).
 /// Errors name the file and the problem, e.g. "preproc-r0.fits: no HDU named IVAR".
 Result<PreprocImage> read_preproc(const std::string& path);
+
+/// CCD columns [begin, end) of every row.
+struct ColumnRange {
+    int begin = 0;
+    int end = 0;
+};
+/// The same, holding only `columns` of IMAGE, IVAR, MASK and READNOISE (all rows), so that
+/// memory and reading follow what is extracted; the whole file is still checked for shape.
+Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns);
+
+/// The IMAGE header, the shapes of all planes (checked) and the FIBERMAP, without pixels
+/// (image, ivar and mask empty; nx is the CCD's width): the checks before the reading.
+Result<PreprocImage> read_preproc_metadata(const std::string& path);
 
 /// Reads the FIBERMAP HDU of `path` (a preproc file or a separate fibermap file, as
 /// desi_extract_spectra -f). A file without that HDU is a format error naming the file.

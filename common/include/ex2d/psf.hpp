@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ex2d/fits_header.hpp"
+#include "ex2d/scratch_allocator.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d {
@@ -71,7 +72,7 @@ struct SpotGrid {
     int nwave = 0;
     int ny = 0;
     int nx = 0;
-    std::vector<double> values;  ///< [nfiber][nwave][ny][nx]
+    std::vector<double, ScratchAllocator<double>> values;  ///< [nfiber][nwave][ny][nx]
     std::vector<int> xc;         ///< [nfiber][nwave] CCD column of stamp pixel [.,0]
     std::vector<int> yc;         ///< [nfiber][nwave] CCD row of stamp pixel [0,.]
 
@@ -88,6 +89,9 @@ int stamp_corner(double center, int hsize);
 /// Work is split over `nthreads` threads by fibre; results do not depend on nthreads.
 SpotGrid evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
                         const std::vector<double>& waves, int nthreads = 1);
+/// The same into `grid`, reusing its memory (a backend keeps one grid across bundles).
+void evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
+                    const std::vector<double>& waves, int nthreads, SpotGrid& grid);
 
 /// Evaluates only the stamp corners (cheap; used to plan pixel windows).
 void evaluate_corners(const GaussHermitePsf& psf, int fiber, const std::vector<double>& waves,

@@ -141,6 +141,12 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
     batch.image = image;
     batch.padded_wave = &grids.padded;
     batch.patches = plan_patches(psf, opt, grids, image.ny, image.nx);
+    for (const PatchGeometry& p : batch.patches) {
+        if (p.col_begin < image.col_begin || p.col_end > image.col_begin + image.stride()) {
+            throw Error("extract_frame: patch columns " + std::to_string(p.col_begin) + ".." +
+                        std::to_string(p.col_end) + " are outside the image window");
+        }
+    }
     batch.regularize = opt.regularize;
     batch.psferr = opt.psferr >= 0 ? opt.psferr : psf.psferr;
     batch.want_model = opt.want_model;

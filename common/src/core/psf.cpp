@@ -184,16 +184,24 @@ int stamp_corner(double center, int hsize) { return int(std::floor(center - hsiz
 SpotGrid evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
                         const std::vector<double>& waves, int nthreads)
 {
-    check_stamp_limits(psf);
     SpotGrid grid;
+    evaluate_spots(psf, fiber_begin, nfiber, waves, nthreads, grid);
+    return grid;
+}
+
+void evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
+                    const std::vector<double>& waves, int nthreads, SpotGrid& grid)
+{
+    check_stamp_limits(psf);
     grid.fiber_begin = fiber_begin;
     grid.nfiber = nfiber;
     grid.nwave = int(waves.size());
     grid.ny = psf.stamp_ny();
     grid.nx = psf.stamp_nx();
-    grid.values.assign(size_t(nfiber) * grid.nwave * grid.ny * grid.nx, 0.0);
-    grid.xc.assign(size_t(nfiber) * grid.nwave, 0);
-    grid.yc.assign(size_t(nfiber) * grid.nwave, 0);
+    // Every element is written below; resize keeps a reused grid's memory (no page faults).
+    grid.values.resize(size_t(nfiber) * grid.nwave * grid.ny * grid.nx);
+    grid.xc.resize(size_t(nfiber) * grid.nwave);
+    grid.yc.resize(size_t(nfiber) * grid.nwave);
     const int ngh = gh_ncoef(psf);
     auto work = [&](int first, int step) {
         for (int f = first; f < nfiber; f += step) {
@@ -214,7 +222,6 @@ SpotGrid evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
         for (int t = 0; t < nthreads; ++t) threads.emplace_back(work, t, nthreads);
         for (auto& t : threads) t.join();
     }
-    return grid;
 }
 
 void evaluate_corners(const GaussHermitePsf& psf, int fiber, const std::vector<double>& waves,
@@ -238,7 +245,7 @@ Spot evaluate_spot(const GaussHermitePsf& psf, int fiber, double wave)
     Spot spot;
     spot.xc = grid.xc[0];
     spot.yc = grid.yc[0];
-    spot.values = std::move(grid.values);
+    spot.values.assign(grid.values.begin(), grid.values.end());
     return spot;
 }
 

@@ -76,9 +76,9 @@ public:
             const std::vector<double> waves(batch.padded_wave->begin() + group.wave_begin,
                                             batch.padded_wave->begin() + group.wave_end);
             const int spot_threads = std::min(nthreads_, group.fiber_end - group.fiber_begin);
-            const SpotGrid spots = evaluate_spots(*batch.psf, group.fiber_begin,
-                                                  group.fiber_end - group.fiber_begin, waves,
-                                                  spot_threads);
+            SpotGrid& spots = spots_;
+            evaluate_spots(*batch.psf, group.fiber_begin, group.fiber_end - group.fiber_begin,
+                           waves, spot_threads, spots);
             times.psf += cpu::process_cpu_seconds() - t0;
             const cpu::BundleSpots bundle_spots{&spots, group.wave_begin};
 
@@ -106,6 +106,7 @@ public:
 private:
     int nthreads_;
     std::vector<cpu::PatchWorkspace> workspaces_;
+    SpotGrid spots_;  // one bundle's spots; kept so later bundles reuse its memory
 };
 
 }  // namespace

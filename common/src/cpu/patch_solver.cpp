@@ -12,9 +12,14 @@
 
 namespace ex2d::cpu {
 
+static_assert(sizeof(lapack_int) == sizeof(int), "PatchWorkspace keeps LAPACK's iwork as int");
+
 namespace {
 
 double seconds_since(double start) { return thread_cpu_seconds() - start; }
+
+// Rows of Z per rank-k update in covariance_block, in units of nfiber (one wavelength each).
+constexpr int kRowsPerBlock = 8;
 
 struct Layout {
     int nfiber, nwave, nunknown, ny, nx, stamp_size;
@@ -49,7 +54,8 @@ bool empty(const SpotRect& r) { return r.row0 >= r.row1; }
 void gather_spots(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
                   const Layout& lay, std::vector<SpotRect>& rects, PatchWorkspace& ws)
 {
-    ws.weighted_stamps.assign(size_t(lay.nunknown) * lay.stamp_size, 0.0);
+    // Only the part of each stamp inside its rect is written and read: no zeroing needed.
+    ws.weighted_stamps.resize(size_t(lay.nunknown) * lay.stamp_size);
     ws.fluxweight.assign(lay.nunknown, 0.0);
     ws.rhs.assign(lay.nunknown, 0.0);
     ws.pixmask_fraction.assign(lay.nunknown, 0.0);
@@ -63,15 +69,16 @@ void gather_spots(const PatchGeometry& patch, const BundleSpots& spots, const Im
             double* weighted = &ws.weighted_stamps[size_t(u) * lay.stamp_size];
             double fw = 0, y = 0, on_data = 0;
             for (int row = r.row0; row < r.row1; ++row) {
-                const size_t pix0 = size_t(row) * image.nx;
+                const double* wrow = image.weights + image.index(row, r.col0);
+                const double* prow = image.pixels + image.index(row, r.col0);
                 const int s0 = (row - r.yc) * lay.nx - r.xc;
                 for (int col = r.col0; col < r.col1; ++col) {
                     const double a = stamp[s0 + col];
-                    const double wpix = image.weights[pix0 + col];
+                    const double wpix = wrow[col - r.col0];
                     const double aw = a * wpix;
                     weighted[s0 + col] = aw;
                     fw += aw;
-                    y += aw * image.pixels[pix0 + col];
+                    y += aw * prow[col - r.col0];
                     if (wpix > 0) on_data += a;
                 }
             }
@@ -149,55 +156,78 @@ bool all_finite(const double* x, size_t n)
 
 // Diagonal block C_ss of C = iCov^-1 for fibre f: with iCov = L L^T, C_ss = Z^T Z where
 // Z = L^-1 E_s. Column w of Z is zero above row w*nfiber + f, so each row only updates the
-// columns that have started.
+// columns that have started, and Z^T Z is summed over row blocks each limited to the columns
+// started by its last row: about a third of the flops of one rank-k update over all of Z.
 void covariance_block(const Layout& lay, int kd, int f, PatchWorkspace& ws)
 {
     const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber, ldab = kd + 1;
     const double* factor = ws.band_factor.data();
-    ws.z.assign(size_t(m) * nw, 0.0);
-    auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
-    for (int k = f; k < m; ++k) {
-        double* row = &ws.z[size_t(k) * nw];
-        const int ncols = active_columns(k);
-        if ((k - f) % nf == 0) row[(k - f) / nf] = 1.0;
-        for (int j = std::max(f, k - kd); j < k; ++j) {
-            const double l = factor[(k - j) + size_t(j) * ldab];
-            if (l == 0) continue;
-            const double* zj = &ws.z[size_t(j) * nw];
-            const int ncols_j = active_columns(j);
-            for (int c = 0; c < ncols_j; ++c) row[c] -= l * zj[c];
-        }
-        const double inv_diag = 1.0 / factor[size_t(k) * ldab];
-        for (int c = 0; c < ncols; ++c) row[c] *= inv_diag;
-    }
+    ws.z.resize(size_t(m) * nw);
     ws.cov_block.assign(size_t(nw) * nw, 0.0);
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, nw, m - f, 1.0, &ws.z[size_t(f) * nw], nw,
-                0.0, ws.cov_block.data(), nw);
+    auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
+    for (int block_begin = f; block_begin < m; block_begin += kRowsPerBlock * nf) {
+        const int block_end = std::min(m, block_begin + kRowsPerBlock * nf);
+        const int block_cols = active_columns(block_end - 1);
+        for (int k = block_begin; k < block_end; ++k) {
+            double* row = &ws.z[size_t(k) * nw];
+            std::fill(row, row + block_cols, 0.0);
+            if ((k - f) % nf == 0) row[(k - f) / nf] = 1.0;
+            for (int j = std::max(f, k - kd); j < k; ++j) {
+                const double l = factor[(k - j) + size_t(j) * ldab];
+                if (l == 0) continue;
+                const double* zj = &ws.z[size_t(j) * nw];
+                const int ncols_j = active_columns(j);
+                for (int c = 0; c < ncols_j; ++c) row[c] -= l * zj[c];
+            }
+            const double inv_diag = 1.0 / factor[size_t(k) * ldab];
+            const int ncols = active_columns(k);
+            for (int c = 0; c < ncols; ++c) row[c] *= inv_diag;
+        }
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, block_cols, block_end - block_begin,
+                    1.0, &ws.z[size_t(block_begin) * nw], nw, 1.0, ws.cov_block.data(), nw);
+    }
 }
 
 // (C_ss)^-1/2 with eigenvalues clipped at 1e-14 * max (B&S eqs. 10-19, "signal" blocks).
+// cov_block holds the upper triangle row-major, which is the lower triangle column-major;
+// LAPACK is called column-major with a workspace kept between calls, so nothing is copied
+// or allocated per block.
 bool inverse_sqrt(int n, PatchWorkspace& ws)
 {
     ws.eigval.resize(n);
-    if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, ws.cov_block.data(), n, ws.eigval.data()) != 0) {
+    if (ws.eig_size != n) {
+        double work_query = 0;
+        lapack_int iwork_query = 0;
+        if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n,
+                                ws.eigval.data(), &work_query, -1, &iwork_query, -1) != 0) {
+            return false;
+        }
+        ws.eig_work.resize(size_t(work_query));
+        ws.eig_iwork.resize(size_t(iwork_query));
+        ws.eig_size = n;
+    }
+    if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n,
+                            ws.eigval.data(), ws.eig_work.data(), lapack_int(ws.eig_work.size()),
+                            reinterpret_cast<lapack_int*>(ws.eig_iwork.data()),
+                            lapack_int(ws.eig_iwork.size())) != 0) {
         return false;
     }
     const double max_eig = *std::max_element(ws.eigval.begin(), ws.eigval.end());
     if (!(max_eig > 0)) return false;
     const double floor_eig = SolverConstants::eig_clip * max_eig;
-    // B = V diag(w^-1/4), so Q = B B^T = V diag(w^-1/2) V^T
+    // B = V diag(w^-1/4), so Q = B B^T = V diag(w^-1/2) V^T; eigenvector k is column k.
     ws.eigvec.resize(size_t(n) * n);
-    for (int i = 0; i < n; ++i) {
-        for (int k = 0; k < n; ++k) {
-            const double w = std::max(ws.eigval[k], floor_eig);
-            ws.eigvec[size_t(i) * n + k] = ws.cov_block[size_t(i) * n + k] / std::sqrt(std::sqrt(w));
-        }
+    for (int k = 0; k < n; ++k) {
+        const double scale = 1.0 / std::sqrt(std::sqrt(std::max(ws.eigval[k], floor_eig)));
+        const double* v = &ws.cov_block[size_t(k) * n];
+        double* b = &ws.eigvec[size_t(k) * n];
+        for (int i = 0; i < n; ++i) b[i] = v[i] * scale;
     }
-    ws.q.assign(size_t(n) * n, 0.0);
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, 1.0, ws.eigvec.data(), n, 0.0,
+    ws.q.resize(size_t(n) * n);
+    cblas_dsyrk(CblasColMajor, CblasUpper, CblasNoTrans, n, n, 1.0, ws.eigvec.data(), n, 0.0,
                 ws.q.data(), n);
-    for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < i; ++j) ws.q[size_t(i) * n + j] = ws.q[size_t(j) * n + i];
+    for (int j = 0; j < n; ++j) {
+        for (int i = j + 1; i < n; ++i) ws.q[size_t(j) * n + i] = ws.q[size_t(i) * n + j];
     }
     return true;
 }
@@ -298,7 +328,7 @@ void compute_chi2pix(const PatchGeometry& patch, const BundleSpots& spots, const
     ws.chi2_weight.assign(ws.model.size(), 0.0);
     for (int row = 0; row < wrows; ++row) {
         for (int col = 0; col < wcols; ++col) {
-            const size_t pix = size_t(row + patch.row_begin) * image.nx + col + patch.col_begin;
+            const size_t pix = image.index(row + patch.row_begin, col + patch.col_begin);
             const double ivar = image.weights[pix];
             if (!(ivar > 0)) continue;
             const size_t k = size_t(row) * wcols + col;

@@ -29,6 +29,9 @@ struct PatchWorkspace {
     std::vector<double> couplings;          // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
     std::vector<double> z, cov_block, eigvec, eigval, q, row_sums;
+    std::vector<double> eig_work;  // dsyevd workspace for blocks of eig_size
+    std::vector<int> eig_iwork;
+    int eig_size = 0;
     std::vector<double> model, chi2, chi2_weight;
     std::vector<int> wave_row_min, wave_row_suffix_min;
 };

@@ -74,6 +74,8 @@ public:
         if (!batch.psf || !batch.padded_wave || !batch.image.pixels || !batch.image.weights) {
             throw Error("cuda backend: incomplete PatchBatch");
         }
+        // The device holds the whole CCD; column windows are a CPU-only saving.
+        if (!batch.image.whole()) throw Error("cuda backend: needs the whole image, not a window");
         res_.activate();
         results.assign(batch.patches.size(), PatchResult{});
         if (batch.patches.empty()) return;

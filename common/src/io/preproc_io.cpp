@@ -14,9 +14,30 @@ constexpr std::uint32_t kMaskBad = 1;  // ccdmask BAD
 
 std::string shape_text(long ny, long nx) { return std::to_string(ny) + "x" + std::to_string(nx); }
 
-/// Reads the 2-D image HDU `name` as doubles; its shape must be [ny][nx] when ny > 0.
-Status read_plane(fitsfile* f, const std::string& path, const std::vector<std::string>& names,
-                  const std::string& name, int ny, int nx, std::vector<double>& out)
+/// Reads `columns` of every row of pixels of the current image HDU (the whole image when
+/// they span it) as `datatype` into out, [ny][columns].
+Status read_columns(fitsfile* f, const std::string& path, const std::string& name, int datatype,
+                    int ny, int nx, ColumnRange columns, void* out)
+{
+    const long long npix = (long long)ny * (columns.end - columns.begin);
+    if (columns.begin == 0 && columns.end == nx) {
+        return fits::read_pixels(f, path, name, datatype, npix, out);
+    }
+    long first[2] = {columns.begin + 1, 1};
+    long last[2] = {columns.end, ny};
+    long step[2] = {1, 1};
+    int status = 0, anynul = 0;
+    if (fits_read_subset(f, datatype, first, last, step, nullptr, out, &anynul, &status)) {
+        return fits::io_error(path, "cannot read columns " + std::to_string(columns.begin) + ".." +
+                                        std::to_string(columns.end) + " of HDU " + name, status);
+    }
+    return Status::ok();
+}
+
+/// Checks that the 2-D image HDU `name` is [ny][nx], the shape of IMAGE.
+Status check_plane_shape(fitsfile* f, const std::string& path,
+                         const std::vector<std::string>& names, const std::string& name, int ny,
+                         int nx)
 {
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, name));
     std::vector<long> naxes;
@@ -27,8 +48,18 @@ Status read_plane(fitsfile* f, const std::string& path, const std::vector<std::s
         return Status::format(path + ": HDU " + name + " has shape " + got + ", IMAGE has " +
                               shape_text(ny, nx));
     }
-    out.assign(size_t(ny) * size_t(nx), 0.0);
-    return fits::read_pixels(f, path, name, TDOUBLE, (long long)out.size(), out.data());
+    return Status::ok();
+}
+
+/// Reads `columns` of the 2-D image HDU `name` (shape already checked) as doubles.
+Status read_plane(fitsfile* f, const std::string& path, const std::vector<std::string>& names,
+                  const std::string& name, int ny, int nx, ColumnRange columns,
+                  std::vector<double>& out)
+{
+    EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, name));
+    // resize, not assign: cfitsio writes every element, and zeroing would touch every page
+    out.resize(size_t(ny) * size_t(columns.end - columns.begin));
+    return read_columns(f, path, name, TDOUBLE, ny, nx, columns, out.data());
 }
 
 Status read_fibermap_hdu(fitsfile* f, const std::string& path,
@@ -77,7 +108,12 @@ long PreprocImage::mask_nonfinite()
     return count;
 }
 
-Result<PreprocImage> read_preproc(const std::string& path)
+namespace {
+
+/// Everything but the pixels is read and checked first, so that a file with a missing HDU or
+/// a wrong shape fails before the expensive part.
+Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange columns,
+                                        bool with_pixels)
 {
     fits::FitsPtr file;
     EX2D_RETURN_NOT_OK(fits::open_read(path, file));
@@ -94,33 +130,46 @@ Result<PreprocImage> read_preproc(const std::string& path)
     if (naxes.size() != 2 || naxes[0] < 1 || naxes[1] < 1) {
         return Status::format(path + ": HDU IMAGE is not a 2-D image");
     }
-    img.nx = int(naxes[0]);
+    const int ccd_nx = int(naxes[0]);
     img.ny = int(naxes[1]);
-    EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IMAGE", img.ny, img.nx, img.image));
-    EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IVAR", img.ny, img.nx, img.ivar));
-
-    // MASK is a tile-compressed int16 image; cfitsio decompresses it as an image HDU.
-    EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "MASK"));
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, "MASK", naxes));
-    if (naxes.size() != 2 || naxes[0] != img.nx || naxes[1] != img.ny) {
-        return Status::format(path + ": HDU MASK has a shape different from IMAGE (" +
-                              shape_text(img.ny, img.nx) + ")");
+    img.ccd_nx = ccd_nx;
+    if (columns.end == 0) columns = {0, ccd_nx};
+    if (columns.begin < 0 || columns.end > ccd_nx || columns.begin >= columns.end) {
+        throw Error(path + ": column range " + std::to_string(columns.begin) + ".." +
+                    std::to_string(columns.end) + " is not inside the " + std::to_string(ccd_nx) +
+                    " columns of IMAGE");
     }
-    std::vector<int> mask(size_t(img.ny) * size_t(img.nx), 0);
-    EX2D_RETURN_NOT_OK(fits::read_pixels(f, path, "MASK", TINT, (long long)mask.size(),
-                                         mask.data()));
+    const bool has_readnoise = fits::find_hdu(names, "READNOISE");
+    // MASK is a tile-compressed int16 image; cfitsio decompresses it as an image HDU.
+    for (const char* plane : {"IVAR", "MASK"}) {
+        EX2D_RETURN_NOT_OK(check_plane_shape(f, path, names, plane, img.ny, ccd_nx));
+    }
+    if (has_readnoise) {
+        EX2D_RETURN_NOT_OK(check_plane_shape(f, path, names, "READNOISE", img.ny, ccd_nx));
+    }
+    if (fits::find_hdu(names, "FIBERMAP")) {
+        EX2D_RETURN_NOT_OK(read_fibermap_hdu(f, path, names, img.fibermap));
+    }
+    if (!with_pixels) {
+        img.nx = ccd_nx;
+        return img;
+    }
+
+    img.col_begin = columns.begin;
+    img.nx = columns.end - columns.begin;
+    EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IMAGE", img.ny, ccd_nx, columns, img.image));
+    EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IVAR", img.ny, ccd_nx, columns, img.ivar));
+    EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "MASK"));
+    std::vector<int> mask(size_t(img.ny) * size_t(img.nx));
+    EX2D_RETURN_NOT_OK(read_columns(f, path, "MASK", TINT, img.ny, ccd_nx, columns, mask.data()));
     img.mask.resize(mask.size());
     for (size_t i = 0; i < mask.size(); ++i) {
         // desispec reads MASK as uint16: a negative int16 value is its two's complement.
         img.mask[i] = std::uint32_t(mask[i]) & 0xFFFFu;
     }
-
-    if (fits::find_hdu(names, "READNOISE")) {
-        EX2D_RETURN_NOT_OK(read_plane(f, path, names, "READNOISE", img.ny, img.nx,
+    if (has_readnoise) {
+        EX2D_RETURN_NOT_OK(read_plane(f, path, names, "READNOISE", img.ny, ccd_nx, columns,
                                       img.readnoise));
-    }
-    if (fits::find_hdu(names, "FIBERMAP")) {
-        EX2D_RETURN_NOT_OK(read_fibermap_hdu(f, path, names, img.fibermap));
     }
     EX2D_RETURN_NOT_OK(fits::close(path, file));
 
@@ -129,6 +178,20 @@ Result<PreprocImage> read_preproc(const std::string& path)
         logger()->warn("event=nonfinite_pixels_masked file={} count={}", path, masked);
     }
     return img;
+}
+
+}  // namespace
+
+Result<PreprocImage> read_preproc(const std::string& path) { return read_preproc(path, {}); }
+
+Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns)
+{
+    return read_preproc_parts(path, columns, true);
+}
+
+Result<PreprocImage> read_preproc_metadata(const std::string& path)
+{
+    return read_preproc_parts(path, {}, false);
 }
 
 namespace {
@@ -151,6 +214,9 @@ Status check_sizes(const std::string& path, const PreprocImage& img)
 {
     const size_t npix = size_t(img.ny) * size_t(img.nx);
     if (img.ny < 1 || img.nx < 1) return Status::invalid(path + ": preproc image has no pixels");
+    if (img.col_begin != 0 || img.ccd_width() != img.nx) {
+        return Status::invalid(path + ": a preproc image holding only some columns cannot be written");
+    }
     if (img.image.size() != npix || img.ivar.size() != npix || img.mask.size() != npix ||
         (!img.readnoise.empty() && img.readnoise.size() != npix)) {
         return Status::invalid(path + ": preproc arrays do not match ny x nx = " +
