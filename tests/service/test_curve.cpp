@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CURVE on the fleet's tcp:// links: key files, the ZAP handler's answers (RFC 27), real socket
 // pairs where an allow-listed key gets its message through and an unknown key gets nothing
-// (the refusal counted), and the plaintext guard.
+// (the refusal counted on both sides), and the plaintext guard.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using ex2d::service::CurveAllowList;
 using ex2d::service::CurveKeyPair;
+using ex2d::service::HandshakeMonitor;
 using ex2d::service::Metrics;
 using ex2d::service::SocketSecurity;
 using ex2d::service::ZapHandler;
@@ -214,25 +215,34 @@ TEST(CurveSockets, AllowedKeyDeliversUnknownKeyIsRefusedAndCounted)
     const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
 
     zmq::context_t client_context;
-    auto dealer = [&](const CurveKeyPair& keys, SocketSecurity& security) {
+    Metrics rogue_metrics("worker"), good_metrics("worker");
+    auto dealer = [&](SocketSecurity& security) {
         zmq::socket_t s(client_context, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 0);
         const auto allowed = security.prepare_connect(s, endpoint, server_keys.public_key);
         EXPECT_TRUE(allowed.is_ok()) << allowed.to_string();
-        (void)keys;
-        s.connect(endpoint);
         return s;
     };
     // The rogue trusts the server's key (it read it from Redis), but its own key is unknown.
     SocketSecurity rogue_security(rogue, {}, false, nullptr);
-    zmq::socket_t rogue_socket = dealer(rogue, rogue_security);
+    zmq::socket_t rogue_socket = dealer(rogue_security);
+    HandshakeMonitor rogue_watch(client_context, rogue_socket, "reader", &rogue_metrics);
+    rogue_socket.connect(endpoint);
     ASSERT_TRUE(rogue_socket.send(zmq::str_buffer("from-rogue"), zmq::send_flags::dontwait));
     ASSERT_TRUE(eventually(10, [&] {
         return server_metrics.zap_requests("refused").Value() >= 1;
     })) << server_metrics.serialize();
+    // The client learns that it was refused.
+    ASSERT_TRUE(eventually(10, [&] {
+        rogue_watch.poll();
+        return rogue_watch.refusals() >= 1;
+    }));
+    EXPECT_GE(rogue_metrics.peers_refused("handshake_refused").Value(), 1);
 
     SocketSecurity good_security(good, {{server_keys.public_key, "reader"}}, false, nullptr);
-    zmq::socket_t good_socket = dealer(good, good_security);
+    zmq::socket_t good_socket = dealer(good_security);
+    HandshakeMonitor good_watch(client_context, good_socket, "reader", &good_metrics);
+    good_socket.connect(endpoint);
     ASSERT_TRUE(good_socket.send(zmq::str_buffer("from-good"), zmq::send_flags::none));
 
     std::vector<std::string> received;
@@ -248,6 +258,8 @@ TEST(CurveSockets, AllowedKeyDeliversUnknownKeyIsRefusedAndCounted)
         EXPECT_STREQ(parts[1].gets("User-Id"), "worker-good");
     }
     EXPECT_EQ(received, std::vector<std::string>{"from-good"});
+    EXPECT_EQ(good_watch.poll(), 0);
+    EXPECT_EQ(good_metrics.peers_refused("handshake_refused").Value(), 0);
     EXPECT_GE(server_metrics.zap_requests("refused").Value(), 1);
     EXPECT_EQ(server_metrics.zap_requests("accepted").Value(), 1);
     const std::string exposition = server_metrics.serialize();

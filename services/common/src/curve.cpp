@@ -317,6 +317,59 @@ void ZapHandler::run()
 
 // ---------------------------------------------------------------------------------------------
 
+HandshakeMonitor::HandshakeMonitor(zmq::context_t& context, zmq::socket_t& socket,
+                                   const std::string& label, Metrics* metrics)
+    : pair_(context, zmq::socket_type::pair), label_(label), metrics_(metrics)
+{
+    static std::atomic<int> counter{0};
+    const std::string address = "inproc://ex2d-handshakes-" + label + "-" + std::to_string(++counter);
+    if (zmq_socket_monitor(socket.handle(), address.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+        throw zmq::error_t();
+    }
+    pair_.set(zmq::sockopt::linger, 0);
+    pair_.connect(address);
+}
+
+HandshakeMonitor::~HandshakeMonitor() { pair_.close(); }
+
+int HandshakeMonitor::poll()
+{
+    int refused = 0;
+    for (;;) {
+        std::vector<zmq::message_t> parts;
+        try {
+            if (!zmq::recv_multipart(pair_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
+        } catch (const zmq::error_t&) {
+            break;
+        }
+        // Event frame: uint16 event, uint32 value (the ZAP status code); then the endpoint.
+        if (parts.size() < 2 || parts[0].size() < 6) continue;
+        uint16_t event = 0;
+        uint32_t value = 0;
+        std::memcpy(&event, parts[0].data(), 2);
+        std::memcpy(&value, static_cast<const char*>(parts[0].data()) + 2, 4);
+        const std::string endpoint = parts[1].to_string();
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            if (reported_.erase(endpoint)) logger()->info("{} handshake with {} succeeded", label_, endpoint);
+            continue;
+        }
+        if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+        ++refused;
+        ++refusals_;
+        if (metrics_) metrics_->peers_refused("handshake_refused").Increment();
+        if (!reported_[endpoint]) {
+            reported_[endpoint] = true;
+            logger()->error("{} handshake refused by {} (status {}): this process's CURVE public "
+                            "key is not in that server's zmq.curve_allowed_keys",
+                            label_, endpoint, value);
+        }
+    }
+    return refused;
+}
+
+// ---------------------------------------------------------------------------------------------
+
 Result<std::unique_ptr<SocketSecurity>> SocketSecurity::from_config(const Config& config,
                                                                     Metrics* metrics)
 {

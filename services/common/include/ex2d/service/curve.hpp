@@ -97,6 +97,29 @@ private:
     std::thread thread_;
 };
 
+/// Watches the handshakes of a connecting socket (zmq_socket_monitor) so that a client learns
+/// why it gets nothing: a handshake the server refused (ZAP status 400, our key not allowed) is
+/// logged once per endpoint and counted in ex2d_peers_refused_total{reason="handshake_refused"}.
+class HandshakeMonitor {
+public:
+    HandshakeMonitor(zmq::context_t& context, zmq::socket_t& socket, const std::string& label,
+                     Metrics* metrics);
+    ~HandshakeMonitor();
+    HandshakeMonitor(const HandshakeMonitor&) = delete;
+    HandshakeMonitor& operator=(const HandshakeMonitor&) = delete;
+
+    /// Reads the pending events without blocking; returns the refusals among them.
+    int poll();
+    long refusals() const { return refusals_; }
+
+private:
+    zmq::socket_t pair_;
+    std::string label_;
+    Metrics* metrics_;
+    std::map<std::string, bool> reported_;  ///< endpoints whose refusal was logged
+    long refusals_ = 0;
+};
+
 /// What a process does about CURVE, from zmq.curve_secret_key_file, zmq.curve_allowed_keys
 /// and zmq.allow_plaintext.
 class SocketSecurity {

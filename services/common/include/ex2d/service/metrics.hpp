@@ -48,7 +48,8 @@ public:
     /// ex2d_zap_requests_total{result}: CURVE handshakes the ZAP handler accepted or refused.
     prometheus::Counter& zap_requests(const std::string& result);
     /// ex2d_peers_refused_total{reason}: peers a worker did not connect to (plaintext_peer,
-    /// curve_required, untrusted_key, bad_key), counted once per peer and advertisement.
+    /// curve_required, untrusted_key, bad_key), counted once per peer and advertisement, and
+    /// CURVE handshakes servers refused (handshake_refused).
     prometheus::Counter& peers_refused(const std::string& reason);
 
 private:
