@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl: submit exposures, nights and campaigns; see where they stand; requeue, drain.
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "ctl.hpp"
 #include "ex2d/service/config.hpp"
+#include "ex2d/service/curve.hpp"
 
 int main(int argc, char** argv)
 {
@@ -60,6 +62,13 @@ int main(int argc, char** argv)
     camp->add_option("action", action, "pause, resume or cancel")->required()
         ->check(CLI::IsMember({"pause", "resume", "cancel"}));
     camp->add_option("name", name, "Campaign name")->required();
+    std::string secret_file, public_file;
+    bool overwrite = false;
+    auto* keygen = app.add_subcommand(
+        "keygen", "Write a new CURVE key pair for zmq.curve_secret_key_file (no Redis needed)");
+    keygen->add_option("--secret-file", secret_file, "Secret key file to write (mode 0600)")->required();
+    keygen->add_option("--public-file", public_file, "Public key file to write (mode 0644)")->required();
+    keygen->add_flag("--force", overwrite, "Replace existing files");
     auto* wait = app.add_subcommand("wait", "Wait until an exposure is finished");
     wait->add_option("--exposure", exposure, "Exposure id")->required();
     wait->add_option("--campaign", campaign, "Campaign (default nightly)");
@@ -69,6 +78,24 @@ int main(int argc, char** argv)
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
+    }
+    if (*keygen) {
+        // The secret key goes to its file only, never to the terminal or a log.
+        for (const auto& path : {secret_file, public_file}) {
+            if (!overwrite && std::filesystem::exists(path)) {
+                std::cerr << "ex2dctl: " << path << " exists (give --force to replace it)\n";
+                return 2;
+            }
+        }
+        auto keys = service::generate_curve_keypair();
+        Status written = keys.is_ok() ? service::write_curve_key_files(keys.value(), secret_file, public_file)
+                                      : keys.status();
+        if (!written.is_ok()) {
+            std::cerr << "ex2dctl: keygen: " << written.message() << "\n";
+            return 2;
+        }
+        std::cout << keys.value().public_key << "\n";
+        return 0;
     }
     try {
         service::Config config;
@@ -83,7 +110,12 @@ int main(int argc, char** argv)
         ctl::Connection c;
         c.redis = std::make_unique<service::RedisClient>(options.value());
         Status connected = c.redis->connect_once();
-        if (!connected.is_ok()) throw ctl::CtlExit{3, connected.message()};
+        // A refused password is a configuration error (2), like the services'; an unreachable
+        // Redis is 3.
+        if (!connected.is_ok()) {
+            throw ctl::CtlExit{connected.code() == StatusCode::invalid_argument ? 2 : 3,
+                               connected.message()};
+        }
         c.plane = std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
         if (campaign.empty()) campaign = "nightly";
         sub.json = json;

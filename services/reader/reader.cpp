@@ -33,6 +33,9 @@ Status Reader::start()
     service::configure_socket(router_, cfg, false);
     // Sending to a worker that has gone must fail loudly, so the frame stays here.
     router_.set(zmq::sockopt::router_mandatory, 1);
+    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
+    EX2D_ASSIGN_OR_RETURN(const bool curve,
+                          security_->prepare_bind(zmq_context_, router_, cfg.get_string("zmq.bind")));
     std::string endpoint;
     try {
         endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
@@ -41,6 +44,7 @@ Status Reader::start()
     }
     keeper_ = std::make_unique<service::Keeper>(ctx_);
     keeper_->set_field("endpoint", endpoint);
+    if (curve) keeper_->set_field("curve_key", security_->public_key());
     EX2D_RETURN_NOT_OK(keeper_->start());
 
     // A restart under the same name finishes its own pending jobs first (their epochs bumped).

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/curve.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
 
@@ -52,6 +53,7 @@ private:
     std::unique_ptr<service::Keeper> keeper_;
     zmq::context_t zmq_context_;
     zmq::socket_t router_;
+    std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
     std::deque<Loaded> ready_;
     std::deque<service::Job> claimed_;  ///< own pending after a restart, and reaped jobs
     std::deque<Credit> credits_;

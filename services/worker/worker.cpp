@@ -56,6 +56,17 @@ Status Worker::start()
 
     service::configure_socket(dealer_, cfg, true);
     service::configure_socket(push_, cfg, true);
+    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
+    if (security_->curve_enabled()) {
+        dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_, "reader",
+                                                                         &ctx_.metrics());
+        push_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, push_, "writer",
+                                                                       &ctx_.metrics());
+        logger()->info("curve client key={} trusted_server_keys={}",
+                       service::key_fingerprint(security_->public_key()),
+                       security_->allowed().empty() ? std::string("any advertised")
+                                                    : std::to_string(security_->allowed().size()));
+    }
     keeper_ = std::make_unique<service::Keeper>(ctx_);
     keeper_->set_field("backend", backend_->name());
     keeper_->set_field("device", device_);
@@ -74,57 +85,75 @@ void Worker::discover()
     if (!peers.is_ok()) return;
     const long long now = service::unix_ms();
     const auto ttl_ms = (long long)(ctx_.config().get_double("service.heartbeat_ttl_s") * 1000);
-    std::map<std::string, std::string> live_readers, live_writers, kept_readers, kept_writers;
+    std::map<std::string, Peer> live_readers, live_writers, kept_readers, kept_writers;
     for (const auto& [name, value] : peers.value().pairs()) {
-        // "role state heartbeat_ms endpoint"
+        // "role state heartbeat_ms endpoint [curve_public_key]"
         std::istringstream in(value);
-        std::string role, state, endpoint;
+        std::string role, state;
+        Peer peer;
         long long heartbeat = 0;
-        in >> role >> state >> heartbeat >> endpoint;
+        in >> role >> state >> heartbeat >> peer.endpoint >> peer.key;
         if (now - heartbeat > 10 * ttl_ms) {
             (void)redis_->command({"HDEL", plane_->key("endpoints"), name});
             continue;
         }
-        if (state == "draining" || endpoint.empty()) continue;
-        if (role == "reader") kept_readers[name] = endpoint;
-        if (role == "writer") kept_writers[name] = endpoint;
+        if (state == "draining" || peer.endpoint.empty()) continue;
+        if (role == "reader") kept_readers[name] = peer;
+        if (role == "writer") kept_writers[name] = peer;
         if (now - heartbeat > ttl_ms) continue;
-        if (role == "reader") live_readers[name] = endpoint;
-        if (role == "writer") live_writers[name] = endpoint;
+        if (role == "reader") live_readers[name] = peer;
+        if (role == "writer") live_writers[name] = peer;
     }
     // A peer whose heartbeat has merely lapsed (stopped, paused, swapping) stays connected
     // until its entry is removed: libzmq 4.3.4 aborts (session_base.cpp:260) when an endpoint
     // is disconnected while a multipart message to a stalled peer is half-sent and the ZMTP
     // heartbeat then times out. The heartbeat timeout drops that connection safely by itself.
-    auto sync = [&](zmq::socket_t& socket, std::map<std::string, std::string>& connected,
-                    const std::map<std::string, std::string>& live,
-                    const std::map<std::string, std::string>& kept, const char* role) {
+    auto sync = [&](zmq::socket_t& socket, std::map<std::string, Peer>& connected,
+                    const std::map<std::string, Peer>& live,
+                    const std::map<std::string, Peer>& kept, const char* role) {
         for (auto it = connected.begin(); it != connected.end();) {
             auto found = kept.find(it->first);
             if (found == kept.end() || found->second != it->second) {
                 try {
-                    socket.disconnect(it->second);
+                    socket.disconnect(it->second.endpoint);
                 } catch (const zmq::error_t&) {
                 }
-                logger()->info("disconnected from {} {} {}", role, it->first, it->second);
+                logger()->info("disconnected from {} {} {}", role, it->first, it->second.endpoint);
                 it = connected.erase(it);
             } else {
                 ++it;
             }
         }
-        for (const auto& [name, endpoint] : live) {
+        for (const auto& [name, peer] : live) {
             if (connected.count(name)) continue;
+            // A peer refused for its keys is tried again only once its entry changes.
+            auto refused = refused_.find(name);
+            if (refused != refused_.end() && refused->second == peer) continue;
+            std::string reason;
+            const Status allowed = security_->prepare_connect(socket, peer.endpoint, peer.key, &reason);
+            if (!allowed.is_ok()) {
+                refused_[name] = peer;
+                logger()->warn("peer refused role={} name={} endpoint={} reason={}: {}", role, name,
+                               peer.endpoint, reason, allowed.message());
+                continue;
+            }
+            refused_.erase(name);
             try {
-                socket.connect(endpoint);
-                connected[name] = endpoint;
-                logger()->info("connected to {} {} {}", role, name, endpoint);
+                socket.connect(peer.endpoint);
+                connected[name] = peer;
+                logger()->info("connected to {} {} {}{}", role, name, peer.endpoint,
+                               peer.key.empty() ? "" : " curve_key=" + service::key_fingerprint(peer.key));
             } catch (const zmq::error_t& e) {
-                logger()->warn("cannot connect to {} {} {}: {}", role, name, endpoint, e.what());
+                logger()->warn("cannot connect to {} {} {}: {}", role, name, peer.endpoint, e.what());
             }
         }
     };
     sync(dealer_, readers_, live_readers, kept_readers, "reader");
     sync(push_, writers_, live_writers, kept_writers, "writer");
+    for (auto it = refused_.begin(); it != refused_.end();) {
+        if (kept_readers.count(it->first) || kept_writers.count(it->first)) ++it;
+        else it = refused_.erase(it);
+    }
 }
 
 void Worker::ask_for_frames()
@@ -322,6 +351,8 @@ bool Worker::step()
 {
     if (keeper_->drain_requested()) return false;
     if (Clock::now() >= next_discovery_) discover();
+    if (dealer_handshakes_) dealer_handshakes_->poll();
+    if (push_handshakes_) push_handshakes_->poll();
     collect_extraction();
     send_result();
     start_extraction();

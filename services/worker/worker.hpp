@@ -18,6 +18,7 @@
 #include "ex2d/extraction_backend.hpp"
 #include "ex2d/psf.hpp"
 #include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/curve.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
@@ -54,8 +55,18 @@ private:
     zmq::context_t zmq_context_;
     zmq::socket_t dealer_;
     zmq::socket_t push_;
-    std::map<std::string, std::string> readers_;  ///< name -> endpoint connected
-    std::map<std::string, std::string> writers_;
+    std::unique_ptr<service::SocketSecurity> security_;
+    std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, push_handshakes_;
+    /// A reader or writer as advertised in Redis: its endpoint and CURVE public key (empty
+    /// for a plaintext server).
+    struct Peer {
+        std::string endpoint, key;
+        bool operator==(const Peer& o) const { return endpoint == o.endpoint && key == o.key; }
+        bool operator!=(const Peer& o) const { return !(*this == o); }
+    };
+    std::map<std::string, Peer> readers_;  ///< name -> peer connected
+    std::map<std::string, Peer> writers_;
+    std::map<std::string, Peer> refused_;  ///< peers not connected for want of keys, by name
     std::deque<Clock::time_point> credits_out_;   ///< CREDITs sent and not yet answered
     std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
     std::optional<service::Job> extracting_job_;

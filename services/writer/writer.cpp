@@ -26,6 +26,9 @@ Status Writer::start()
     plane_ = std::move(control.plane);
 
     service::configure_socket(pull_, cfg, false);
+    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
+    EX2D_ASSIGN_OR_RETURN(const bool curve,
+                          security_->prepare_bind(zmq_context_, pull_, cfg.get_string("zmq.bind")));
     std::string endpoint;
     try {
         endpoint = service::bind_socket(pull_, cfg.get_string("zmq.bind"), ctx_.name());
@@ -34,6 +37,7 @@ Status Writer::start()
     }
     keeper_ = std::make_unique<service::Keeper>(ctx_);
     keeper_->set_field("endpoint", endpoint);
+    if (curve) keeper_->set_field("curve_key", security_->public_key());
     EX2D_RETURN_NOT_OK(keeper_->start());
     ctx_.set_ready(true);
     logger()->info("writer ready endpoint={}", endpoint);

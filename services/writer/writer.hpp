@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "ex2d/service/control_plane.hpp"
+#include "ex2d/service/curve.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
@@ -43,6 +44,7 @@ private:
     std::unique_ptr<service::Keeper> keeper_;
     zmq::context_t zmq_context_;
     zmq::socket_t pull_;
+    std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
     long frames_done_ = 0;
 };
 

@@ -96,18 +96,21 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
     // Processes that died without a word leave the index after ten heartbeat lifetimes.
     (void)redis.command({"ZREMRANGEBYSCORE", plane.key("procs"), "-inf",
                          std::to_string(now - (long long)(10 * ttl * 1000))});
-    std::string endpoint;
+    std::string endpoint, curve_key;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = fields_.find("endpoint");
         if (it != fields_.end()) endpoint = it->second;
+        it = fields_.find("curve_key");
+        if (it != fields_.end()) curve_key = it->second;
     }
     // Readers and writers also publish their endpoint in one small hash, so that a worker
-    // discovers every peer with a single HGETALL however large the fleet.
+    // discovers every peer with a single HGETALL however large the fleet; a CURVE server
+    // appends its public key (docs/protocol.md, "Security").
     if (!endpoint.empty()) {
         (void)redis.command({"HSET", plane.key("endpoints"), ctx_.name(),
                              ctx_.role() + " " + published_state_ + " " + std::to_string(now) + " " +
-                                 endpoint});
+                                 endpoint + (curve_key.empty() ? "" : " " + curve_key)});
     }
     auto drain = redis.command({"EXISTS", plane.key("drain:" + ctx_.name())});
     if (drain.is_ok() && drain.value().as_int() == 1 && !drain_requested_) {
