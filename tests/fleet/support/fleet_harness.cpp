@@ -46,9 +46,10 @@ int free_port()
     return ntohs(addr.sin_port);
 }
 
-int run_to_completion(const std::vector<std::string>& argv, const std::string& log, std::string* out)
+int run_to_completion(const std::vector<std::string>& argv, const std::string& log, std::string* out,
+                      const std::map<std::string, std::string>& env = {})
 {
-    Process p("cmd", argv, {}, log);
+    Process p("cmd", argv, env, log);
     const int code = p.wait(120);
     if (out) *out = p.log();
     return code;
@@ -153,7 +154,7 @@ std::string Outcome::report() const
            " partial=" + std::to_string(partial) + " dead=" + std::to_string(dead);
 }
 
-Fleet::Fleet(const std::string& test_name)
+Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup) : redis_setup_(std::move(redis_setup))
 {
     dir_ = (fs::temp_directory_path() / ("ex2d-fleet-" + test_name + "-" + std::to_string(::getpid()))).string();
     fs::remove_all(dir_);
@@ -188,14 +189,15 @@ Fleet::~Fleet()
 
 void Fleet::start_redis()
 {
-    redis_server_ = std::make_unique<Process>(
-        "redis", std::vector<std::string>{"/usr/bin/redis-server", "--port", std::to_string(redis_port_),
-                                           "--bind", "127.0.0.1", "--dir", dir_ + "/redis",
-                                           "--appendonly", "yes", "--appendfsync", "always",
-                                           "--maxmemory-policy", "noeviction", "--save", ""},
-        std::map<std::string, std::string>{}, dir_ + "/logs/redis.log");
+    std::vector<std::string> argv{"/usr/bin/redis-server", "--port", std::to_string(redis_port_),
+                                  "--bind", "127.0.0.1", "--dir", dir_ + "/redis",
+                                  "--appendonly", "yes", "--appendfsync", "always",
+                                  "--maxmemory-policy", "noeviction", "--save", ""};
+    argv.insert(argv.end(), redis_setup_.args.begin(), redis_setup_.args.end());
+    redis_server_ = std::make_unique<Process>("redis", argv, std::map<std::string, std::string>{},
+                                              dir_ + "/logs/redis.log");
     eventually(10, [this] {
-        service::RedisClient probe({"127.0.0.1", redis_port_, "", "", 500});
+        service::RedisClient probe({"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 500});
         return probe.connect_once().is_ok();
     });
 }
@@ -210,7 +212,7 @@ void Fleet::restart_redis() { start_redis(); }
 
 service::RedisValue Fleet::redis(const std::vector<std::string>& args)
 {
-    service::RedisClient client({"127.0.0.1", redis_port_, "", "", 2000});
+    service::RedisClient client({"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 2000});
     auto r = client.command(args);
     return r.is_ok() ? r.value() : service::RedisValue{};
 }
@@ -238,7 +240,7 @@ int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
     std::vector<std::string> argv = {bin_path("ctl"), "--redis-port", std::to_string(redis_port_)};
     argv.insert(argv.end(), args.begin(), args.end());
     static int counter = 0;
-    return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out);
+    return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out, ctl_env);
 }
 
 void Fleet::ensure_small_psf()

@@ -57,10 +57,16 @@ struct Outcome {
     std::string report() const;
 };
 
+/// How the test's redis-server is started and reached, for tests of access control.
+struct RedisSetup {
+    std::vector<std::string> args;  ///< extra redis-server arguments, e.g. {"--aclfile", path}
+    std::string user, password;     ///< what the harness itself authenticates with (redis(), probe)
+};
+
 class Fleet {
 public:
     /// Starts redis-server (AOF, noeviction) in a fresh folder named after the test.
-    explicit Fleet(const std::string& test_name);
+    explicit Fleet(const std::string& test_name, RedisSetup redis_setup = {});
     ~Fleet();
 
     const std::string& dir() const { return dir_; }
@@ -69,6 +75,8 @@ public:
     std::map<std::string, std::string> settings;
     /// Environment every service gets (fault injection).
     std::map<std::string, std::string> env;
+    /// Environment of every ex2dctl run (e.g. EX2D_REDIS_USER, EX2D_REDIS_PASSWORD_FILE).
+    std::map<std::string, std::string> ctl_env;
 
     Process& start(const std::string& role, const std::string& name,
                    const std::map<std::string, std::string>& extra_settings = {},
@@ -117,6 +125,7 @@ private:
     std::vector<std::string> simulate_argv(int expid, const std::string& camera, int seed,
                                            const std::string& night, std::string* path);
     std::string dir_;
+    RedisSetup redis_setup_;
     int redis_port_ = 0;
     std::unique_ptr<Process> redis_server_;
     std::vector<std::unique_ptr<Process>> processes_;
