@@ -17,11 +17,14 @@
 #      with a clear message and --stop quits a daemon left behind;
 #   2. checks what ex2d-container would run for podman, podman-hpc and shifter (--dry-run);
 #   3. submits deploy/slurm/ex2d-night.sbatch with CPU workers under (stub) MPS on a simulated
-#      night of 3 exposures and checks: exit 0, every frame done (ex2dctl status --json),
-#      frames equal to `ex2d extract` of the same inputs, the daemon started once before any
-#      worker, each worker pinned to its GPU's UUID, one worker drained with `ex2dctl drain`
-#      exits 0 while the other finishes the night, the daemon stopped once after both;
-#   4. runs it on a night whose only frame is truncated: the job must fail (exit 1);
+#      night of 3 exposures, over tcp as between nodes (Redis with a password on every
+#      interface, CURVE keys made for the job), and checks: exit 0, every frame done (ex2dctl
+#      status --json), frames equal to `ex2d extract` of the same inputs, the daemon started
+#      once before any worker, each worker pinned to its GPU's UUID, one worker drained with
+#      `ex2dctl drain` exits 0 while the other finishes the night, the daemon stopped once
+#      after both;
+#   4. runs it (ipc transport) on a night whose only frame is truncated: the job must fail
+#      (exit 1);
 #   5. stops everything and checks that no process it started is left.
 # Exit 0 when every check passes, 1 when one fails, 77 (ctest SKIP) when slurm-wlm, munge,
 # redis-server or python3 with astropy and numpy are missing.
@@ -332,17 +335,17 @@ for e in "${expids[@]}"; do
 done
 ok "simulated ${#expids[@]} preproc frames [$(elapsed) s]"
 
-phase "sbatch deploy/slurm/ex2d-night.sbatch (CPU workers, 2 stub GPUs x 1 worker, MPS); one worker drained"
+phase "sbatch deploy/slurm/ex2d-night.sbatch (CPU workers, 2 stub GPUs x 1 worker, MPS, tcp); one worker drained"
 # As an operator would: once worker-HOST-1 has registered, `ex2dctl drain` it; the other worker
 # must do the night, the drained one exit 0, and MPS stay up until both are gone.
 drain_worker() {
-  local port="" start=$SECONDS
-  until [[ -n $port ]]; do
+  local address="" start=$SECONDS
+  until [[ -n $address ]]; do
     ((SECONDS - start < 200)) || return 1
     sleep 0.2
-    port=$(sed -n 's/.*Redis ready at 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/night.out" 2>/dev/null || true)
+    address=$(sed -n 's/.*Redis ready at \([^ ]*:[0-9]*\).*/\1/p' "$tmp/night.out" 2>/dev/null || true)
   done
-  export EX2D_REDIS_PORT=$port EX2D_REDIS_PASSWORD_FILE=$tmp/work/redis.password
+  export EX2D_REDIS_HOST=${address%:*} EX2D_REDIS_PORT=${address##*:} EX2D_REDIS_PASSWORD_FILE=$tmp/work/redis.password
   until "$ctl" --json workers 2>/dev/null | grep -q "\"name\":\"worker-$host-1\""; do
     ((SECONDS - start < 200)) || return 1
     sleep 0.2
@@ -355,7 +358,7 @@ drainer=$!
 t_job=$(date +%s.%N)
 job=$("${job_env[@]}" EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=1 EX2D_SLURM_WORKERS_PER_GPU=1 \
   EX2D_SLURM_BIN="$bin" EX2D_SLURM_WORKDIR="$tmp/work" EX2D_SLURM_TIMEOUT=240 \
-  EX2D_SLURM_WORKER_PREFIX="$tmp/stub/record-worker" \
+  EX2D_SLURM_WORKER_PREFIX="$tmp/stub/record-worker" EX2D_SLURM_TRANSPORT=tcp \
   sbatch --parsable -N1 -o "$tmp/night.out" "$src/deploy/slurm/ex2d-night.sbatch" \
   --night-dir "$tmp/data/preproc/$night" --psf "$tmp/data/calib/psf-{camera}.fits" \
   --output-root "$tmp/data/out" -- -w 6000,6100,0.8 -n 25 --psferr 0.01 --compression none)
@@ -368,6 +371,7 @@ job_s=$(awk -v a="$t_job" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
 echo "--- job output ($tmp/night.out) ---"
 cat "$tmp/night.out" || true
 echo "---"
+kill "$drainer" 2>/dev/null || true  # when it is still looking, the job ended without it
 wait "$drainer" && drained=1 || drained=0
 check "ex2dctl drain worker-$host-1 was accepted while the night ran" \
   eval '((drained)) && grep -q "asked worker-$host-1 to drain" "$tmp/drain.out"'
@@ -481,6 +485,18 @@ print("  quit at %s, worker exits %s, daemon exit %s" % ([round(t, 2) for t in q
 sys.exit(0 if ok else 1)
 PY
 check "the job's MPS and socket folders are removed" test ! -e "$mps_dir" -a ! -e "$tmp/nodetmp/ex2d-$job"
+# tcp as between nodes: Redis on every interface with a password, ZeroMQ over TCP, with CURVE
+# keys made for the job when ex2dctl can make them.
+check "tcp transport: Redis at the host name, workers connected over tcp://" \
+  eval 'grep -q "Redis ready at $(hostname):" "$tmp/night.out" &&
+        grep -q "connected to reader reader-$host-0 tcp://" "$tmp/work/logs/worker-$host-0.log"'
+if "$ctl" keygen --secret-file "$tmp/probe.secret" --public-file "$tmp/probe.public" >/dev/null 2>&1; then
+  check "tcp transport: the job's CURVE keys (secret mode 600) and workers connected with them" \
+    eval '[[ $(stat -c %a "$tmp/work/curve.secret") == 600 ]] &&
+          grep -q "connected to reader reader-$host-0 tcp://.* curve_key=" "$tmp/work/logs/worker-$host-0.log"'
+else
+  echo "note: this ex2dctl has no keygen: the tcp night ran without CURVE"
+fi
 check "every service drained and exited 0 (job log)" \
   eval '! grep -q "step exited with status" "$tmp/night.out" && grep -q "all 3 frame(s) done" "$tmp/night.out"'
 
