@@ -160,6 +160,17 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
         // Hashes only: no password in the ACL file.
         EXPECT_EQ(acl.find(files.password(role)), std::string::npos) << role;
     }
+    // A bad password file stops the tool with 2 and no ACL file.
+    std::ofstream(files.dir + "/short-reader") << "short\n";
+    fs::create_directories(files.dir + "/bad");
+    for (const auto& role : {"worker", "writer", "ctl"}) fs::copy_file(files.passwords + "/" + role, files.dir + "/bad/" + role);
+    fs::copy_file(files.dir + "/short-reader", files.dir + "/bad/reader");
+    Process bad("acl", {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords", files.dir + "/bad",
+                        "--output", files.dir + "/bad.acl"},
+                {}, files.dir + "/acl-bad.log");
+    EXPECT_EQ(bad.wait(30), 2);
+    EXPECT_NE(bad.log().find("bad/reader: the password is shorter than 16 characters"), std::string::npos) << bad.log();
+    EXPECT_FALSE(fs::exists(files.dir + "/bad.acl"));
 
     Fleet fleet("acl", files.redis_setup());
     fleet.ctl_env = files.ctl_env();
