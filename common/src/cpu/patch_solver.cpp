@@ -155,36 +155,51 @@ bool all_finite(const double* x, size_t n)
 }
 
 // Diagonal block C_ss of C = iCov^-1 for fibre f: with iCov = L L^T, C_ss = Z^T Z where
-// Z = L^-1 E_s. Column w of Z is zero above row w*nfiber + f, so each row only updates the
-// columns that have started, and Z^T Z is summed over row blocks each limited to the columns
-// started by its last row: about a third of the flops of one rank-k update over all of Z.
+// Z = L^-1 E_s. Z is solved by blocks of rows, each one GEMM with the band of L left of the
+// block and one triangular solve with its diagonal block, so the work runs in level-3 BLAS.
+// Column w of Z is zero above row w*nfiber + f, so a block only carries the columns started
+// by its last row, and Z^T Z is summed block by block over those columns: about a third of
+// the flops of one rank-k update over all of Z.
 void covariance_block(const Layout& lay, int kd, int f, PatchWorkspace& ws)
 {
     const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber, ldab = kd + 1;
     const double* factor = ws.band_factor.data();
+    auto band = [&](int i, int j) {
+        return i - j <= kd ? factor[(i - j) + size_t(j) * ldab] : 0.0;
+    };
+    auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
+    // Whole wavelengths per block, and at least kd rows, so that the rows of L's band left of
+    // a block all lie in the block before it (whose columns are all computed).
+    const int block_rows = std::max(kRowsPerBlock, (kd + nf - 1) / nf) * nf;
     ws.z.resize(size_t(m) * nw);
     ws.cov_block.assign(size_t(nw) * nw, 0.0);
-    auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
-    for (int block_begin = f; block_begin < m; block_begin += kRowsPerBlock * nf) {
-        const int block_end = std::min(m, block_begin + kRowsPerBlock * nf);
-        const int block_cols = active_columns(block_end - 1);
-        for (int k = block_begin; k < block_end; ++k) {
-            double* row = &ws.z[size_t(k) * nw];
-            std::fill(row, row + block_cols, 0.0);
+    for (int k0 = f; k0 < m; k0 += block_rows) {
+        const int k1 = std::min(m, k0 + block_rows), rows = k1 - k0;
+        const int cols = active_columns(k1 - 1);
+        double* zk = &ws.z[size_t(k0) * nw];
+        for (int k = k0; k < k1; ++k) {
+            double* row = zk + size_t(k - k0) * nw;
+            std::fill(row, row + cols, 0.0);
             if ((k - f) % nf == 0) row[(k - f) / nf] = 1.0;
-            for (int j = std::max(f, k - kd); j < k; ++j) {
-                const double l = factor[(k - j) + size_t(j) * ldab];
-                if (l == 0) continue;
-                const double* zj = &ws.z[size_t(j) * nw];
-                const int ncols_j = active_columns(j);
-                for (int c = 0; c < ncols_j; ++c) row[c] -= l * zj[c];
-            }
-            const double inv_diag = 1.0 / factor[size_t(k) * ldab];
-            const int ncols = active_columns(k);
-            for (int c = 0; c < ncols; ++c) row[c] *= inv_diag;
         }
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, block_cols, block_end - block_begin,
-                    1.0, &ws.z[size_t(block_begin) * nw], nw, 1.0, ws.cov_block.data(), nw);
+        const int p0 = std::max(f, k0 - kd), nprev = k0 - p0;
+        if (nprev > 0) {
+            ws.l_left.resize(size_t(rows) * nprev);
+            for (int i = 0; i < rows; ++i) {
+                for (int j = 0; j < nprev; ++j) ws.l_left[size_t(i) * nprev + j] = band(k0 + i, p0 + j);
+            }
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, active_columns(k0 - 1),
+                        nprev, -1.0, ws.l_left.data(), nprev, &ws.z[size_t(p0) * nw], nw, 1.0, zk,
+                        nw);
+        }
+        ws.l_diag.assign(size_t(rows) * rows, 0.0);
+        for (int i = 0; i < rows; ++i) {
+            for (int j = std::max(0, i - kd); j <= i; ++j) ws.l_diag[size_t(i) * rows + j] = band(k0 + i, k0 + j);
+        }
+        cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, rows, cols,
+                    1.0, ws.l_diag.data(), rows, zk, nw);
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, rows, 1.0, zk, nw, 1.0,
+                    ws.cov_block.data(), nw);
     }
 }
 

@@ -29,6 +29,7 @@ struct PatchWorkspace {
     std::vector<double> couplings;          // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
     std::vector<double> z, cov_block, eigvec, eigval, q, row_sums;
+    std::vector<double> l_left, l_diag;  // dense blocks of L for the blocked solve of Z
     std::vector<double> eig_work;  // dsyevd workspace for blocks of eig_size
     std::vector<int> eig_iwork;
     int eig_size = 0;
