@@ -234,7 +234,14 @@ def main():
             return 1
         for role in ("reader", "writer", "worker"):
             fleet.start(role, f"{role}-1")
-        print(f"setup (exposures, redis, prometheus, fleet): {time.time() - t0:.1f} s", flush=True)
+
+        def targets_up():
+            r = prom.get("/api/v1/targets")
+            active = r["data"]["activeTargets"] if r else []
+            return len(active) == 3 and all(t["health"] == "up" for t in active)
+        # On a loaded machine the first scrapes can lag; wait for all three before counting.
+        check(eventually(60, targets_up), "the three services were not all scraped within 60 s")
+        print(f"setup (exposures, redis, prometheus, fleet, first scrapes): {time.time() - t0:.1f} s", flush=True)
 
         # A. One clean exposure.
         t = time.time()
@@ -251,6 +258,7 @@ def main():
                            ('sum(ex2d_stage_seconds_count{role="worker",stage="extract"})', 3),
                            ('sum(ex2d_stage_seconds_count{role="writer",stage="write"})', 3),
                            ('sum(ex2d_up)', 3), ('count(up{job="ex2d"} == 1)', 3)):
+            eventually(20, lambda: prom.scalar(expr) == want)
             got = prom.scalar(expr)
             check(got == want, f"{expr} = {got}, expected {want}")
         targets = prom.get("/api/v1/targets")["data"]["activeTargets"]
