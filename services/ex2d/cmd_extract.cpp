@@ -45,15 +45,6 @@ std::string header_id(const PreprocImage& img)
            " camera=" + camera.value_or("?");
 }
 
-/// CAMERA as compared: DESI's PSF files write it with quotes inside the string ("'r0      '").
-std::string normalized(std::string s)
-{
-    s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\''; }),
-            s.end());
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
-
 std::string number(double x)
 {
     std::ostringstream out;
@@ -149,13 +140,9 @@ void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHe
                                           std::to_string(psf.npix_x) + " x " +
                                           std::to_string(psf.npix_y) + " CCD");
     }
-    const auto image_camera = img.header.get_string("CAMERA");
-    const auto psf_camera = psf.psf_header.get_string("CAMERA");
-    if (image_camera && psf_camera && normalized(*image_camera) != normalized(*psf_camera)) {
-        throw CommandExit(kExitInput, "format error: " + args.input + " is camera " +
-                                          normalized(*image_camera) + " but PSF " + args.psf +
-                                          " is for camera " + normalized(*psf_camera));
-    }
+    const Status camera = check_psf_camera(img.header.get_string("CAMERA").value_or(""),
+                                           args.input, psf, args.psf);
+    if (!camera.is_ok()) throw CommandExit(kExitInput, "format error: " + camera.message());
     const auto flavor = img.header.get_string("FLAVOR");
     const char* const flavors[] = {"none", "flat", "arc", "zero", "bias", "science"};
     if (!flavor) {

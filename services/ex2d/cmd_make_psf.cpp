@@ -24,18 +24,28 @@ struct MakePsfArgs {
 };
 
 // --from PSF --fibers N --wave-range wmin,wmax: a small CCD with the first N fibres.
+// --from PSF --camera C alone: the same PSF labelled as camera C.
 void run_crop(const MakePsfArgs& args)
 {
-    double wmin = 0, wmax = 0;
-    if (std::sscanf(args.wave_range.c_str(), "%lf,%lf", &wmin, &wmax) != 2 || !(wmax > wmin)) {
-        throw CommandExit(2, "--wave-range must be 'wmin,wmax' with wmax > wmin, got '" +
-                                 args.wave_range + "'");
-    }
     const GaussHermitePsf in = value_or_exit(read_psf(args.from));
-    if (args.fibers < 1 || args.fibers > in.nspec()) {
-        throw CommandExit(2, "--fibers must be 1-" + std::to_string(in.nspec()));
+    GaussHermitePsf psf = in;
+    if (args.fibers == 0 && args.wave_range.empty()) {
+        if (args.camera.empty()) {
+            throw CommandExit(2, "--from needs --fibers and --wave-range, or --camera alone");
+        }
+    } else {
+        double wmin = 0, wmax = 0;
+        if (std::sscanf(args.wave_range.c_str(), "%lf,%lf", &wmin, &wmax) != 2 || !(wmax > wmin)) {
+            throw CommandExit(2, "--wave-range must be 'wmin,wmax' with wmax > wmin, got '" +
+                                     args.wave_range + "'");
+        }
+        if (args.fibers < 1 || args.fibers > in.nspec()) {
+            throw CommandExit(2, "--fibers must be 1-" + std::to_string(in.nspec()));
+        }
+        psf = crop_psf(in, args.fibers, wmin, wmax);
     }
-    const GaussHermitePsf psf = crop_psf(in, args.fibers, wmin, wmax);
+    // --camera relabels the PSF, so one simulation PSF can stand for several cameras.
+    if (!args.camera.empty()) psf.psf_header.set_string("CAMERA", args.camera, "camera");
     exit_on_error(write_psf(args.output, psf), kExitOutput);
     logger()->info("make-psf done from={} output={} fibers={} ccd={}x{}", args.from, args.output,
                    psf.nspec(), psf.npix_x, psf.npix_y);
@@ -79,7 +89,9 @@ void add_make_psf_command(CLI::App& app)
                     "for simulations and tests without DESI files");
     auto* arm = cmd->add_option("--arm", args->arm, "Spectrograph arm: b, r or z");
     auto* camera = cmd->add_option(
-        "--camera", args->camera, "Camera, e.g. r0 (arm letter and petal digit); instead of --arm");
+        "--camera", args->camera,
+        "Camera, e.g. r0 (arm letter and petal digit); instead of --arm. With --from: the CAMERA "
+        "written into the cut-down PSF");
     arm->excludes(camera);
     cmd->add_option("--petal", args->petal,
                     "Petal 0-9 written into the CAMERA card (default: the camera's digit, else 0)")
@@ -87,7 +99,7 @@ void add_make_psf_command(CLI::App& app)
     cmd->add_option("-o,--output", args->output, "PSF file to write")->required();
     auto* from = cmd->add_option("--from", args->from,
                                  "Cut down this PSF instead (with --fibers and --wave-range)");
-    from->excludes(arm)->excludes(camera);
+    from->excludes(arm);
     cmd->add_option("--fibers", args->fibers, "With --from: keep the first N fibres")->needs(from);
     cmd->add_option("--wave-range", args->wave_range,
                     "With --from: 'wmin,wmax' the small CCD must cover")->needs(from);

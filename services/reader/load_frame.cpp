@@ -34,6 +34,7 @@ Result<service::FrameInputs> load_frame(const service::Job& job, const std::stri
     EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(psf_bytes, job.psf));
     EX2D_RETURN_NOT_OK(validate_options(psf, opt));
     EX2D_ASSIGN_OR_RETURN(PreprocImage img, read_preproc(job.preproc));
+    EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
     if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
         return Status::format(job.preproc + ": image is " + std::to_string(img.nx) + " x " +
                               std::to_string(img.ny) + " pixels but PSF " + job.psf + " is for a " +

@@ -421,11 +421,14 @@ def rendered_fleet_check(helm, chart, bins, work):
     run([ex2d, "make-psf", "--from", f"{work}/psf-full.fits", "--fibers", "25", "--wave-range", "6000,6100",
          "-o", f"{work}/psf.fits"], check=True)
     for i, cam in enumerate(("b3", "r3")):
-        run([ex2d, "simulate", "-p", f"{work}/psf.fits", "-o", f"{expdir}/preproc-{cam}-00000007.fits",
+        # the same PSF labelled with each camera: ex2d checks that image and PSF agree
+        run([ex2d, "make-psf", "--from", f"{work}/psf.fits", "--camera", cam, "-o", f"{work}/psf-{cam}.fits"],
+            check=True)
+        run([ex2d, "simulate", "-p", f"{work}/psf-{cam}.fits", "-o", f"{expdir}/preproc-{cam}-00000007.fits",
              "--truth", f"{work}/truth-{cam}.fits", "--camera", cam, "--expid", "7", "--night", "20261122",
              "-n", "25", "-w", "6000,6100,0.8", "--seed", str(i + 1)], check=True)
     passwords = {r: f"pw-{r}-{os.getpid()}-0123456789" for r in ("reader", "worker", "writer", "ctl", "keda")}
-    submit = ["submit", "--exposure-dir", expdir, "--psf", f"{work}/psf.fits", "--output-root", f"{work}/out",
+    submit = ["submit", "--exposure-dir", expdir, "--psf", f"{work}/psf-{{camera}}.fits", "--output-root", f"{work}/out",
               "-w", "6000,6100,0.8", "-n", "25", "--compression", "none"]
     sets = ["worker.backend=cpu", "keda.enabled=true", "curve.enabled=true", "ctl.submit.enabled=true"]
     sets += [f"redis.auth.passwords.{r}={p}" for r, p in passwords.items()]

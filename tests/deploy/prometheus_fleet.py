@@ -112,13 +112,17 @@ class Fleet:
             os.makedirs(folder)
             for cam in cameras:
                 seed += 1
-                run("simulate", "-p", f"{self.work}/psf.fits", "-o", f"{folder}/preproc-{cam}-{expid:08d}.fits",
+                # the same PSF labelled with each camera: ex2d checks that image and PSF agree
+                if not os.path.exists(f"{self.work}/psf-{cam}.fits"):
+                    run("make-psf", "--from", f"{self.work}/psf.fits", "--camera", cam, "-o",
+                        f"{self.work}/psf-{cam}.fits")
+                run("simulate", "-p", f"{self.work}/psf-{cam}.fits", "-o", f"{folder}/preproc-{cam}-{expid:08d}.fits",
                     "--truth", f"{folder}/truth-{cam}.fits", "--camera", cam, "--expid", str(expid),
                     "--night", NIGHT, "-n", "25", "-w", "6000,6100,0.8", "--seed", str(seed))
 
     def submit(self, expid):
         return self.ctl("submit", "--exposure-dir", f"{self.work}/preproc/{NIGHT}/{expid:08d}", "--psf",
-                        f"{self.work}/psf.fits", "--output-root", f"{self.work}/out", "-w", "6000,6100,0.8",
+                        f"{self.work}/psf-{{camera}}.fits", "--output-root", f"{self.work}/out", "-w", "6000,6100,0.8",
                         "-n", "25", "--compression", "none")
 
     def exposure_state(self, expid):

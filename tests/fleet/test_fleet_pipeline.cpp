@@ -34,7 +34,7 @@ TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
 
     for (std::size_t i = 0; i < kCameras.size(); ++i) {
         const std::string reference = fleet.dir() + "/reference-" + kCameras[i] + ".fits";
-        Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p", fleet.psf_path(),
+        Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p", fleet.psf_path(kCameras[i]),
                                  "-o", reference, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1",
                                  "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
                      {}, fleet.dir() + "/logs/extract.log");
@@ -88,7 +88,7 @@ TEST(FleetPipeline, ResubmittedExposureIsNotWrittenTwice)
     // provenance on disk and acknowledges without rewriting.
     std::string out;
     ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000012", "--psf",
-                         fleet.psf_path(), "--output-root", fleet.dir() + "/out", "-w", "6000,6100,0.8",
+                         fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w", "6000,6100,0.8",
                          "-n", "25", "--compression", "none"}, &out), 0);
     EXPECT_NE(out.find("queued 0 frame(s), skipped 1"), std::string::npos) << out;
     ASSERT_EQ(fleet.submit(12, "20261122", {"--force"}), 0);

@@ -25,4 +25,13 @@ Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes, c
 /// LEGDEGX, LEGDEGW), atomically.
 Status write_psf(const std::string& path, const GaussHermitePsf& psf);
 
+/// A CAMERA card as compared between image and PSF: lower case, without blanks or the quotes
+/// that DESI's PSF files keep inside the string ("'r0      '" is r0).
+std::string normalized_camera(const std::string& card);
+
+/// Status::format naming both files when the image's and the PSF's CAMERA cards differ (a
+/// PSF of another camera extracts garbage without any other error); OK when either is absent.
+Status check_psf_camera(const std::string& image_camera, const std::string& image_name,
+                        const GaussHermitePsf& psf, const std::string& psf_name);
+
 }  // namespace ex2d

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/psf_io.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -341,6 +343,27 @@ Status write_psf(const std::string& path, const GaussHermitePsf& psf)
         EX2D_RETURN_NOT_OK(write_trace(f, path, psf.ytrace, "YTRACE", FitsHeader{}, psf));
         return write_psf_table(f, path, psf);
     });
+}
+
+std::string normalized_camera(const std::string& card)
+{
+    std::string out;
+    for (char c : card) {
+        if (c != ' ' && c != '\'') out += char(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return out;
+}
+
+Status check_psf_camera(const std::string& image_camera, const std::string& image_name,
+                        const GaussHermitePsf& psf, const std::string& psf_name)
+{
+    const auto psf_camera = psf.psf_header.get_string("CAMERA");
+    if (image_camera.empty() || !psf_camera || psf_camera->empty()) return Status::ok();
+    const std::string image_norm = normalized_camera(image_camera);
+    const std::string psf_norm = normalized_camera(*psf_camera);
+    if (image_norm == psf_norm) return Status::ok();
+    return Status::format(image_name + " is camera " + image_norm + " but PSF " + psf_name +
+                          " is for camera " + psf_norm);
 }
 
 }  // namespace ex2d

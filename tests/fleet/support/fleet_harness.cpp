@@ -243,18 +243,20 @@ int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
     return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out, ctl_env);
 }
 
-void Fleet::ensure_small_psf()
+void Fleet::ensure_small_psf(const std::string& camera)
 {
-    if (fs::exists(psf_path())) return;
+    if (fs::exists(psf_path(camera))) return;
     const std::string real = std::string(EX2D_SHARED_DATA_DIR) + "/psf-r0-00051060.fits";
     std::string source = real;
     if (!fs::exists(real)) {
         source = dir_ + "/calib/psf-r0-synthetic.fits";
-        run_to_completion({bin_path("ex2d"), "make-psf", "--camera", "r0", "-o", source},
-                          dir_ + "/logs/make-psf.log", nullptr);
+        if (!fs::exists(source)) {
+            run_to_completion({bin_path("ex2d"), "make-psf", "--camera", "r0", "-o", source},
+                              dir_ + "/logs/make-psf.log", nullptr);
+        }
     }
     run_to_completion({bin_path("ex2d"), "make-psf", "--from", source, "--fibers", "25",
-                       "--wave-range", "6000,6100", "-o", psf_path()},
+                       "--wave-range", "6000,6100", "--camera", camera, "-o", psf_path(camera)},
                       dir_ + "/logs/make-psf.log", nullptr);
 }
 
@@ -264,7 +266,7 @@ std::vector<std::string> Fleet::simulate_argv(int expid, const std::string& came
     const std::string folder = dir_ + "/preproc/" + night + "/" + expid8(expid);
     fs::create_directories(folder);
     *path = folder + "/preproc-" + camera + "-" + expid8(expid) + ".fits";
-    return {bin_path("ex2d"), "simulate", "-p", psf_path(), "-o", *path, "--truth",
+    return {bin_path("ex2d"), "simulate", "-p", psf_path(camera), "-o", *path, "--truth",
             folder + "/truth-" + camera + ".fits", "--camera", camera, "--expid",
             std::to_string(expid), "--night", night, "-n", "25", "-w",
             "6000,6100,0.8", "--seed", std::to_string(seed)};
@@ -273,11 +275,11 @@ std::vector<std::string> Fleet::simulate_argv(int expid, const std::string& came
 std::vector<std::string> Fleet::make_exposure(int expid, const std::vector<std::string>& cameras,
                                               const std::string& night)
 {
-    ensure_small_psf();
     std::vector<std::string> paths;
     int seed = expid * 100;
     for (const auto& camera : cameras) {
         std::string path;
+        ensure_small_psf(camera);
         run_to_completion(simulate_argv(expid, camera, ++seed, night, &path),
                           dir_ + "/logs/simulate.log", nullptr);
         paths.push_back(path);
@@ -288,7 +290,7 @@ std::vector<std::string> Fleet::make_exposure(int expid, const std::vector<std::
 void Fleet::make_exposures(const std::vector<int>& expids, const std::vector<std::string>& cameras,
                            int parallel, const std::string& night)
 {
-    ensure_small_psf();
+    for (const auto& camera : cameras) ensure_small_psf(camera);
     std::vector<std::unique_ptr<Process>> running;
     for (int expid : expids) {
         int seed = expid * 100;
@@ -309,7 +311,7 @@ void Fleet::make_exposures(const std::vector<int>& expids, const std::vector<std
 int Fleet::submit(int expid, const std::string& night, const std::vector<std::string>& extra)
 {
     std::vector<std::string> args = {"submit", "--exposure-dir", dir_ + "/preproc/" + night + "/" + expid8(expid),
-                                     "--psf", psf_path(), "--output-root", dir_ + "/out", "-w",
+                                     "--psf", psf_template(), "--output-root", dir_ + "/out", "-w",
                                      "6000,6100,0.8", "-n", "25", "--compression", "none"};
     args.insert(args.end(), extra.begin(), extra.end());
     return ctl(args);

@@ -117,11 +117,14 @@ public:
     /// All log lines of all processes containing `text`.
     int count_log_lines(const std::string& text) const;
 
-    std::string psf_path() const { return dir_ + "/calib/psf-small.fits"; }
+    /// The small PSF of `camera` (the same PSF labelled with each camera, since ex2d checks
+    /// that image and PSF are of the same camera); psf_template() is ex2dctl's --psf for it.
+    std::string psf_path(const std::string& camera) const { return dir_ + "/calib/psf-small-" + camera + ".fits"; }
+    std::string psf_template() const { return dir_ + "/calib/psf-small-{camera}.fits"; }
 
 private:
     void start_redis();
-    void ensure_small_psf();
+    void ensure_small_psf(const std::string& camera);
     std::vector<std::string> simulate_argv(int expid, const std::string& camera, int seed,
                                            const std::string& night, std::string* path);
     std::string dir_;
