@@ -226,7 +226,10 @@ TEST(FrameIo, FluxHeaderCarriesProvenanceAndGeometry)
     EXPECT_EQ(h.get_string("DEPNAM01").value(), "desispec");
     EXPECT_EQ(h.get_string("DEPNAM02").value(), "ex2d");
     EXPECT_EQ(h.get_string("DEPVER02").value(), EX2D_VERSION);
-    EXPECT_FALSE(h.has("DEPNAM03"));
+    EXPECT_EQ(h.get_string("DEPNAM03").value(), "cfitsio");
+    EXPECT_EQ(h.get_string("DEPVER03").value().substr(0, 2), "4.");
+    EXPECT_EQ(h.get_string("DEPNAM04").value(), "erfa");
+    EXPECT_FALSE(h.has("DEPNAM05"));
     EXPECT_EQ(h.get_int("EXBUNDLE").value(), 25);
     EXPECT_EQ(h.get_int("EXNSUBB").value(), 5);
     EXPECT_EQ(h.get_int("EXNWSTEP").value(), 50);
@@ -432,3 +435,24 @@ TEST(FrameIo, ReadFrameErrorsNameTheFile)
 }
 
 }  // namespace
+
+TEST(FrameIo, InputPathsAreShortenedAsDesispecDoes)
+{
+    ::setenv("DESI_SPECTRO_REDUX", "/global/cfs/cdirs/desi/spectro/redux", 1);
+    ::setenv("SPECPROD", "daily", 1);
+    ::setenv("DESI_SPECTRO_CALIB", "/global/cfs/cdirs/desi/spectro/desi_spectro_calib/trunk", 1);
+    EXPECT_EQ(ex2d::shorten_desi_path(
+                  "/global/cfs/cdirs/desi/spectro/redux/daily/exposures/20201220/00068979/psf-r5-00068979.fits"),
+              "SPECPROD/exposures/20201220/00068979/psf-r5-00068979.fits");
+    EXPECT_EQ(ex2d::shorten_desi_path(
+                  "/global/cfs/cdirs/desi/spectro/desi_spectro_calib/trunk/spec/sm4/psf-sm4-r.fits"),
+              "SPCALIB/spec/sm4/psf-sm4-r.fits");
+    EXPECT_EQ(ex2d::shorten_desi_path("/scratch/preproc-r5-00068979.fits"),
+              "/scratch/preproc-r5-00068979.fits");
+    ::setenv("DESI_SPECTRO_REDUX", "/redux/", 1);
+    EXPECT_EQ(ex2d::shorten_desi_path("/redux/daily/preproc/x.fits"), "SPECPROD/preproc/x.fits");
+    ::unsetenv("SPECPROD");
+    EXPECT_EQ(ex2d::shorten_desi_path("/redux/daily/preproc/x.fits"), "/redux/daily/preproc/x.fits");
+    ::unsetenv("DESI_SPECTRO_REDUX");
+    ::unsetenv("DESI_SPECTRO_CALIB");
+}

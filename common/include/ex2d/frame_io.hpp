@@ -21,11 +21,16 @@ struct FrameProvenance {
     FitsHeader image_header;     ///< preproc IMAGE header, copied into FLUX (must carry FLAVOR)
     FitsTableBlob fibermap;      ///< preproc FIBERMAP; rows [specmin, specmin+nspec) are written
     FitsHeader psf_header;       ///< PSF HDU header (its IN_PSF becomes ORIG_PSF)
-    std::string input_image;     ///< IN_IMG
-    std::string input_psf;       ///< IN_PSF
+    std::string input_image;     ///< IN_IMG, shortened by shorten_desi_path
+    std::string input_psf;       ///< IN_PSF, shortened by shorten_desi_path
     ExtractionOptions options;   ///< recorded in the header (geometry and constants)
     bool write_scores = true;    ///< false: no SCORES HDU (desi_extract_spectra --no-scores)
 };
+
+/// A file path as desispec records it in headers (io.meta.shorten_filename): a path under
+/// $DESI_SPECTRO_CALIB starts with SPCALIB instead, else one under $DESI_SPECTRO_REDUX/$SPECPROD
+/// with SPECPROD; other paths are unchanged. Plain prefix replacement, as desispec does.
+std::string shorten_desi_path(const std::string& path);
 
 /// Writes the frame. FLAVOR missing or not one of none/flat/arc/zero/bias/science is a
 /// format error and nothing is written.

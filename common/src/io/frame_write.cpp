@@ -2,8 +2,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "ex2d/frame_io.hpp"
+
+#include <erfaextra.h>
 #include "ex2d/logging.hpp"
 #include "fits_util.hpp"
 #include "frame_internal.hpp"
@@ -76,6 +80,35 @@ Result<std::vector<long long>> frame_fibers(const std::string& path, const Extra
     return fibers;
 }
 
+/// DEPNAMnn/DEPVERnn as desiutil.depend.setdep keeps them: a name already listed gets the new
+/// version, a new name takes the first free nn.
+void set_dependency(FitsHeader& h, const std::string& name, const std::string& version)
+{
+    int free_nn = -1;
+    for (int nn = 0; nn < 100; ++nn) {
+        char name_key[16];
+        char version_key[16];
+        std::snprintf(name_key, sizeof name_key, "DEPNAM%02d", nn);
+        std::snprintf(version_key, sizeof version_key, "DEPVER%02d", nn);
+        const auto listed = h.get_string(name_key);
+        if (!listed) {
+            if (free_nn < 0) free_nn = nn;
+            continue;
+        }
+        if (*listed == name) {
+            h.set_string(version_key, version);
+            return;
+        }
+    }
+    if (free_nn < 0) return;
+    char name_key[16];
+    char version_key[16];
+    std::snprintf(name_key, sizeof name_key, "DEPNAM%02d", free_nn);
+    std::snprintf(version_key, sizeof version_key, "DEPVER%02d", free_nn);
+    h.set_string(name_key, name);
+    h.set_string(version_key, version);
+}
+
 /// The FLUX header: the preproc IMAGE header plus the extraction keys (datamodel 3.2).
 FitsHeader frame_header(const ExtractedFrame& frame, const FrameProvenance& prov,
                         const std::vector<long long>& fibers)
@@ -89,21 +122,16 @@ FitsHeader frame_header(const ExtractedFrame& frame, const FrameProvenance& prov
                  "Last wavelength [Angstroms]");
     h.set_double("WAVESTEP", opt.dw, "Wavelength step size [Angstroms]");
     h.set_string("SPECTER", "ex2d " EX2D_VERSION, "extraction code");
-    h.set_string("IN_PSF", prov.input_psf, "Input spectral PSF");
-    h.set_string("IN_IMG", prov.input_image, "Input image");
+    h.set_string("IN_PSF", shorten_desi_path(prov.input_psf), "Input spectral PSF");
+    h.set_string("IN_IMG", shorten_desi_path(prov.input_image), "Input image");
     if (auto orig = prov.psf_header.get_string("IN_PSF")) {
         h.set_string("ORIG_PSF", *orig, "Original input PSF before shift");
     }
-    for (int nn = 0; nn < 100; ++nn) {
-        char name_key[16];
-        char version_key[16];
-        std::snprintf(name_key, sizeof name_key, "DEPNAM%02d", nn);
-        std::snprintf(version_key, sizeof version_key, "DEPVER%02d", nn);
-        if (h.has(name_key)) continue;
-        h.set_string(name_key, "ex2d");
-        h.set_string(version_key, EX2D_VERSION);
-        break;
-    }
+    set_dependency(h, "ex2d", EX2D_VERSION);
+    set_dependency(h, "cfitsio", std::to_string(CFITSIO_MAJOR) + "." +
+                                     std::to_string(CFITSIO_MINOR) + "." +
+                                     std::to_string(CFITSIO_MICRO));
+    set_dependency(h, "erfa", eraVersion());
     h.set_int("EXBUNDLE", opt.bundlesize, "ex2d fibres per bundle");
     h.set_int("EXNSUBB", opt.nsubbundles, "ex2d sub-bundles per bundle");
     h.set_int("EXNWSTEP", opt.nwavestep, "ex2d wavelengths per patch");
@@ -236,6 +264,31 @@ Status write_frame_hdus(fitsfile* f, const std::string& path, const ExtractedFra
 }
 
 }  // namespace
+
+std::string shorten_desi_path(const std::string& path)
+{
+    auto replaced = [&](const std::string& prefix, const char* name) -> std::optional<std::string> {
+        if (prefix.empty() || path.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+        return name + path.substr(prefix.size());
+    };
+    if (const char* calib = std::getenv("DESI_SPECTRO_CALIB")) {
+        if (auto s = replaced(calib, "SPCALIB")) return *s;
+    }
+    const char* redux = std::getenv("DESI_SPECTRO_REDUX");
+    const char* specprod = std::getenv("SPECPROD");
+    if (redux && specprod) {
+        // desispec's specprod_root(): os.path.join(redux, specprod)
+        std::string root = redux;
+        if (specprod[0] == '/') {
+            root = specprod;
+        } else {
+            if (!root.empty() && root.back() != '/') root += '/';
+            root += specprod;
+        }
+        if (auto s = replaced(root, "SPECPROD")) return *s;
+    }
+    return path;
+}
 
 Status write_frame(const std::string& path, const ExtractedFrame& frame,
                    const FrameProvenance& provenance)
