@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "device_frame.hpp"
 
+#include "ex2d/float32_transfer.hpp"
+
 #include <algorithm>
 #include <string>
 
@@ -59,8 +61,9 @@ void DeviceFrame::upload(const ImageView& image, const GaussHermitePsf& psf,
     host_image_.reserve(2 * npix);
     image_.reserve(2 * npix, ledger_);
     for (std::size_t i = 0; i < npix; ++i) {
-        host_image_[i] = float(image.pixels[i]);
-        host_image_[npix + i] = float(image.weights[i]);
+        const float weight = weight_as_float32(image.weights[i]);
+        host_image_[npix + i] = weight;
+        host_image_[i] = pixel_as_float32(image.pixels[i], weight);
     }
     EX2D_CUDA_CHECK(cudaMemcpyAsync(image_.data(), host_image_.data(), 2 * npix * sizeof(float),
                                     cudaMemcpyHostToDevice, stream));
