@@ -458,7 +458,7 @@ PY
 check "each worker pinned to its GPU UUID (local 0 -> $gpu0, local 1 -> $gpu1)" \
   eval 'grep -q "worker-start local=0 cuda_visible_devices=$gpu0 mps_pipe_dir=$mps_dir" "$stub_log" &&
         grep -q "worker-start local=1 cuda_visible_devices=$gpu1 mps_pipe_dir=$mps_dir" "$stub_log"'
-check "drained worker 1 exited 0 first; the daemon stopped once (quit), after both workers, and ended" \
+check "drained worker 1 exited 0 after the drain; the daemon stopped once (quit), after both workers, and ended" \
   "$py" - "$stub_log" "$mps_dir" <<'PY'
 import sys
 log, d = sys.argv[1:]
@@ -476,9 +476,9 @@ drains = [t for t, k, kv in ev if k == "drain-requested"]
 drained_exit = [t for t, kv in exits if kv["local"] == "1" and kv["status"] == "0"]
 ok = len(quits) == 1 and all("quit" in c for c in commands) and len(gone) == 1
 ok = ok and len(worker_exits) == 2 and quits[0] > max(worker_exits)
-# The drained worker (local 1) left first, after the drain request; MPS outlived it.
+# The drained worker (local 1) left after the drain request and MPS outlived it. Which worker
+# exits first is not asserted: a short night can end, and stop the other, right after the drain.
 ok = ok and len(drains) == 1 and len(drained_exit) == 1 and drains[0] < drained_exit[0] < min(quits)
-ok = ok and drained_exit[0] == min(worker_exits)
 print("  drain requested %s, drained worker exit %s" % ([round(t, 2) for t in drains], [round(t, 2) for t in drained_exit]))
 print("  quit at %s, worker exits %s, daemon exit %s" % ([round(t, 2) for t in quits],
       [round(t, 2) for t in worker_exits], [round(t, 2) for t in gone]))
