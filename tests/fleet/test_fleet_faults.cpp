@@ -220,9 +220,16 @@ TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
     // The reader may hold its prefetch plus what it is sending; the rest waits in Redis.
     int most_held = 0, samples = 0;
     long rss_start = r.rss_kib(), rss_max = rss_start;
+    // One Lua call reads every frame's state at one instant; reading them one HGET at a time
+    // could count a frame entering "reading" and another still in it a moment apart.
+    std::vector<std::string> count_reading = {
+        "EVAL",
+        "local n = 0 for _, k in ipairs(KEYS) do "
+        "if redis.call('HGET', k, 'state') == 'reading' then n = n + 1 end end return n",
+        std::to_string(cams.size())};
+    for (const auto& c : cams) count_reading.push_back("ex2d:frame:nightly:00000037:" + c);
     eventually(60, [&] {
-        int held = 0;
-        for (const auto& c : cams) held += fleet.frame_field(37, c, "state") == "reading";
+        const int held = int(fleet.redis(count_reading).as_int(0));
         most_held = std::max(most_held, held);
         rss_max = std::max(rss_max, r.rss_kib());
         ++samples;
