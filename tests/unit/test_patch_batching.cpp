@@ -108,5 +108,48 @@ TEST_F(PatchBatching, PatchesOfDifferentShapesAreRejected)
     EXPECT_THROW(padded_layout({}, 11, 17), Error);
 }
 
+// A worker's buffers over a sequence of frames (CUDA issue part A item 1): a frame cut with
+// --nwavestep 30 plans many small patches; the default frame after it must not keep that many
+// slots at its larger per-patch size.
+TEST_F(PatchBatching, SlotsFollowTheLayoutAcrossFramesOfDifferentShapes)
+{
+    const std::size_t budget = 3072 * kMiB, fixed = 200 * kMiB, extra = 50000;
+    ExtractionOptions narrow;
+    narrow.wmin = 5760.0;
+    narrow.wmax = 7620.0;
+    narrow.dw = 0.8;
+    narrow.nwavestep = 30;
+    const std::vector<PatchGeometry> narrow_patches =
+        plan_patches(psf, narrow, make_wave_grids(psf, narrow), psf.npix_y, psf.npix_x);
+    const PaddedLayout narrow_layout = padded_layout(narrow_patches, psf.stamp_ny(), psf.stamp_nx());
+    ASSERT_FALSE(same_shape(narrow_layout, layout));
+    const ChunkPlan narrow_plan = plan_chunks(narrow_patches, narrow_layout, budget, fixed, extra);
+    const ChunkPlan default_plan = plan_chunks(patches, layout, budget, fixed, extra);
+    ASSERT_GT(narrow_plan.max_patches, default_plan.max_patches);
+
+    // First frame: nothing held yet.
+    const std::size_t held = patch_slots_after(PaddedLayout{}, 0, narrow_layout, narrow_plan, budget, extra);
+    EXPECT_EQ(held, narrow_plan.max_patches);
+    // Second frame, default layout: its own plan, within the budget.
+    const std::size_t next = patch_slots_after(narrow_layout, held, layout, default_plan, budget, extra);
+    EXPECT_EQ(next, default_plan.max_patches);
+    const std::size_t per_patch = bytes_per_patch(layout) + extra;
+    EXPECT_LE(default_plan.estimated_bytes + (next - default_plan.max_patches) * per_patch, budget);
+    // Keeping the earlier frame's slot count would have broken the budget.
+    EXPECT_GT(fixed + held * per_patch, budget)
+        << "the sequence no longer reproduces the defect this guards against";
+
+    // Same layout again with a smaller plan (e.g. a model image takes part of the budget): the
+    // holding is kept only while it still fits beside the new plan.
+    const ChunkPlan tighter = plan_chunks(patches, layout, budget, fixed + 1024 * kMiB, extra);
+    ASSERT_LT(tighter.max_patches, default_plan.max_patches);
+    const std::size_t after = patch_slots_after(layout, next, layout, tighter, budget, extra);
+    EXPECT_EQ(after, tighter.max_patches);
+    EXPECT_LE(tighter.estimated_bytes, budget);
+    const ChunkPlan roomy = plan_chunks(patches, layout, budget, fixed, extra);
+    EXPECT_EQ(patch_slots_after(layout, next, layout, roomy, budget, extra), next)
+        << "an unchanged frame keeps its buffers";
+}
+
 }  // namespace
 }  // namespace ex2d

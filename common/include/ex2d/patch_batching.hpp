@@ -81,4 +81,17 @@ ChunkPlan plan_chunks(const std::vector<PatchGeometry>& patches, const PaddedLay
                       std::size_t budget_bytes, std::size_t fixed_bytes,
                       std::size_t extra_bytes_per_patch);
 
+/// True when two layouts have the same per-patch shape (and so the same buffer sizes).
+bool same_shape(const PaddedLayout& a, const PaddedLayout& b);
+
+/// Patch slots a backend's buffers should hold for `plan` (made for `layout` with
+/// `budget_bytes` and `extra_bytes_per_patch`), given that they hold `held_slots` slots of
+/// `held_layout`. Within one layout a larger holding is kept while it still fits the budget
+/// beside this plan, so frames do not re-allocate; otherwise, and whenever the layout changes,
+/// the buffers are re-sized to this plan. Slots planned for small patches thus never
+/// multiply the bytes of larger ones.
+std::size_t patch_slots_after(const PaddedLayout& held_layout, std::size_t held_slots,
+                              const PaddedLayout& layout, const ChunkPlan& plan,
+                              std::size_t budget_bytes, std::size_t extra_bytes_per_patch);
+
 }  // namespace ex2d

@@ -156,4 +156,21 @@ ChunkPlan plan_chunks(const std::vector<PatchGeometry>& patches, const PaddedLay
     return plan;
 }
 
+bool same_shape(const PaddedLayout& a, const PaddedLayout& b)
+{
+    return a.nslot == b.nslot && a.nwave == b.nwave && a.ncore_fiber == b.ncore_fiber &&
+           a.core_wave_offset == b.core_wave_offset && a.ncore_wave == b.ncore_wave &&
+           a.stamp_ny == b.stamp_ny && a.stamp_nx == b.stamp_nx;
+}
+
+std::size_t patch_slots_after(const PaddedLayout& held_layout, std::size_t held_slots,
+                              const PaddedLayout& layout, const ChunkPlan& plan,
+                              std::size_t budget_bytes, std::size_t extra_bytes_per_patch)
+{
+    if (!same_shape(held_layout, layout) || held_slots <= plan.max_patches) return plan.max_patches;
+    const std::size_t per_patch = bytes_per_patch(layout) + extra_bytes_per_patch;
+    const std::size_t kept_bytes = plan.estimated_bytes + (held_slots - plan.max_patches) * per_patch;
+    return kept_bytes <= budget_bytes ? held_slots : plan.max_patches;
+}
+
 }  // namespace ex2d

@@ -72,10 +72,29 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
     return {fixed, per_patch};
 }
 
-void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan)
+void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan, std::size_t slots,
+                          bool resize)
 {
+    if (slots < plan.max_patches) throw Error("CUDA backend: fewer patch slots than the plan needs");
+    if (resize) {
+        spot_values_.release();
+        spot_corners_.release();
+        patches_.release();
+        icov_.release();
+        z_.release();
+        cblock_.release();
+        qblock_.release();
+        eigval_.release();
+        frob2_.release();
+        vectors_.release();
+        outputs_.release();
+        window_.release();
+        info_.release();
+        pointers_.release();
+        eigen_work_.release();
+    }
     layout_ = layout;
-    max_patches_ = std::max(max_patches_, plan.max_patches);
+    max_patches_ = slots;
     const Segments seg(layout, max_patches_);
     patches_.reserve(max_patches_, ledger_);
     host_patches_.reserve(max_patches_);

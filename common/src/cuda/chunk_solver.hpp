@@ -39,8 +39,10 @@ public:
     /// The eigen-solver's workspace for blocks of this layout, for planning chunks; also
     /// chooses the batched solver or the per-block fallback.
     EigenWorkspace eigen_workspace(const DeviceLayout& layout);
-    /// Sizes every buffer for chunks up to the plan's maxima (grows only).
-    void reserve(const DeviceLayout& layout, const ChunkPlan& plan);
+    /// Sizes every buffer for chunks of up to `slots` patches (patch_slots_after) of `layout`.
+    /// With `resize` every buffer is released first, so what an earlier layout or a larger
+    /// plan held does not stay beside the new sizes; otherwise buffers only grow.
+    void reserve(const DeviceLayout& layout, const ChunkPlan& plan, std::size_t slots, bool resize);
 
     /// Evaluates the spots of `chunk`'s box; they stay for the solves that follow.
     void evaluate_spots(const DevicePsf& psf, const double* padded_waves, const PatchChunk& chunk,

@@ -98,7 +98,13 @@ public:
                                   kLibraryReserveBytes + eigen_workspace_.fixed + model_bytes;
         const ChunkPlan plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes,
                                            fixed, eigen_workspace_.per_patch);
-        solver_.reserve(device_layout, plan);
+        const std::size_t slots = patch_slots_after(held_layout_, held_slots_, layout, plan,
+                                                    options_.memory_budget_bytes,
+                                                    eigen_workspace_.per_patch);
+        solver_.reserve(device_layout, plan, slots,
+                        !same_shape(held_layout_, layout) || slots != held_slots_);
+        held_layout_ = layout;
+        held_slots_ = slots;
         logger()->debug("cuda plan: {} patches in {} chunks of up to {}, {} MiB of {} MiB budget",
                         batch.patches.size(), plan.chunks.size(), plan.max_patches,
                         plan.estimated_bytes >> 20, options_.memory_budget_bytes >> 20);
@@ -118,6 +124,18 @@ public:
         // The PSF tables on the device are those of the last extract; the model follows it.
         if (request.psf != uploaded_psf_ || solver_.spot_capacity() == 0) return false;
         res_.activate();
+        // The model buffers live for this call only: the plan of the next extract counts
+        // them only when that frame asks for a model.
+        struct ReleaseModelBuffers {
+            CudaBackend& backend;
+            ~ReleaseModelBuffers()
+            {
+                backend.model_.release();
+                backend.model_xflux_.release();
+                backend.model_waves_.release();
+                backend.model_bounds_.release();
+            }
+        } release_model_buffers{*this};
         const int nwave = int(request.wave->size());
         const std::size_t npix = std::size_t(request.ny) * request.nx;
         model_xflux_.reserve(request.xflux->size(), ledger_);
@@ -230,6 +248,8 @@ private:
     cuda::CudaResources res_;
     cuda::DeviceFrame frame_;
     cuda::ChunkSolver solver_;
+    PaddedLayout held_layout_;  // what the solver's buffers are sized for
+    std::size_t held_slots_ = 0;
     int eigen_layout_nwave_ = -1;
     int eigen_layout_ncore_ = -1;
     cuda::EigenWorkspace eigen_workspace_;

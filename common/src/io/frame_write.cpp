@@ -86,8 +86,8 @@ void set_dependency(FitsHeader& h, const std::string& name, const std::string& v
 {
     int free_nn = -1;
     for (int nn = 0; nn < 100; ++nn) {
-        char name_key[16];
-        char version_key[16];
+        char name_key[24];
+        char version_key[24];
         std::snprintf(name_key, sizeof name_key, "DEPNAM%02d", nn);
         std::snprintf(version_key, sizeof version_key, "DEPVER%02d", nn);
         const auto listed = h.get_string(name_key);
@@ -101,8 +101,8 @@ void set_dependency(FitsHeader& h, const std::string& name, const std::string& v
         }
     }
     if (free_nn < 0) return;
-    char name_key[16];
-    char version_key[16];
+    char name_key[24];
+    char version_key[24];
     std::snprintf(name_key, sizeof name_key, "DEPNAM%02d", free_nn);
     std::snprintf(version_key, sizeof version_key, "DEPVER%02d", free_nn);
     h.set_string(name_key, name);
