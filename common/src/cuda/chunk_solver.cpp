@@ -37,6 +37,10 @@ struct Segments {
 ChunkSolver::ChunkSolver(const CudaResources& resources, MemoryLedger& ledger)
     : res_(resources), ledger_(ledger)
 {
+    // cuBLAS would otherwise allocate its workspace outside the ledger; 32 MiB is what its
+    // documentation recommends for Hopper.
+    blas_workspace_.reserve(kBlasWorkspaceBytes, ledger_);
+    EX2D_CUDA_CHECK(cublasSetWorkspace(res_.blas(), blas_workspace_.data(), kBlasWorkspaceBytes));
 }
 
 EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
@@ -239,7 +243,12 @@ void ChunkSolver::decompose_blocks(long long nblock)
             CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, &device_bytes, &host_bytes,
             nblock));
         if (device_bytes > eigen_work_.capacity() || host_bytes > eigen_host_work_.size()) {
-            throw Error("CUDA backend: eigen-solver workspace larger than planned");
+            // Grow rather than lose the frame; the ledger records it and the next plan sees it.
+            logger()->warn("eigen-solver workspace grows beyond the plan: {} MiB device, {} KiB host "
+                           "for {} blocks", device_bytes >> 20, host_bytes >> 10, nblock);
+            eigen_work_.reserve(device_bytes, ledger_);
+            if (host_bytes > eigen_host_work_.size()) eigen_host_work_.resize(host_bytes);
+            eigen_device_bytes_ = std::max(eigen_device_bytes_, device_bytes);
         }
         EX2D_CUDA_CHECK(cusolverDnXsyevBatched(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,

@@ -56,6 +56,11 @@ public:
     /// Spots of the last evaluate_spots, and how many spots the buffers hold.
     const SpotBox& spots() const { return spots_; }
     std::size_t spot_capacity() const { return spot_corners_.capacity() / 2; }
+    /// Device bytes of the eigen-solver workspace that reserve() found for its slots (the
+    /// planner's estimate is checked against it).
+    std::size_t eigen_device_bytes() const { return eigen_device_bytes_; }
+    /// The cuBLAS workspace, a buffer of the ledger's (cublasSetWorkspace).
+    static constexpr std::size_t kBlasWorkspaceBytes = std::size_t(32) << 20;
 
 private:
     ChunkBuffers buffers(int npatch) const;
@@ -90,6 +95,7 @@ private:
     DeviceArray<double*> pointers_{"batched pointer arrays"};
     DeviceArray<char> eigen_work_{"eigen-solver workspace"};
     std::vector<char> eigen_host_work_;
+    DeviceArray<char> blas_workspace_{"cuBLAS workspace"};
     PinnedArray<double> host_outputs_{"kept outputs"};
     PinnedArray<int> host_info_{"info arrays"};
 };

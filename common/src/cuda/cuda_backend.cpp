@@ -19,7 +19,8 @@ namespace ex2d {
 
 namespace {
 
-// cuBLAS and cuSOLVER keep their own workspaces beside our buffers.
+// cuSOLVER's internal allocations (the batched Cholesky keeps its own) beside our buffers;
+// cuBLAS's workspace is a buffer of the ledger (ChunkSolver::kBlasWorkspaceBytes).
 constexpr std::size_t kLibraryReserveBytes = std::size_t(64) << 20;
 
 std::string failure_reason(int flags)
@@ -95,16 +96,30 @@ public:
             batch.want_model ? model_bytes_needed(batch.image, batch.patches, *batch.padded_wave) : 0;
         const std::size_t fixed = cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf,
                                                                   batch.padded_wave->size()) +
-                                  kLibraryReserveBytes + eigen_workspace_.fixed + model_bytes;
-        const ChunkPlan plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes,
-                                           fixed, eigen_workspace_.per_patch);
-        const std::size_t slots = patch_slots_after(held_layout_, held_slots_, layout, plan,
-                                                    options_.memory_budget_bytes,
-                                                    eigen_workspace_.per_patch);
-        solver_.reserve(device_layout, plan, slots,
-                        !same_shape(held_layout_, layout) || slots != held_slots_);
-        held_layout_ = layout;
-        held_slots_ = slots;
+                                  kLibraryReserveBytes + cuda::ChunkSolver::kBlasWorkspaceBytes +
+                                  eigen_workspace_.fixed + model_bytes;
+        ChunkPlan plan;
+        // The eigen-solver's workspace per patch is estimated from two probes; reserve() asks
+        // cuSOLVER for the planned batch, and a larger answer re-plans with it (twice at most).
+        for (int attempt = 0;; ++attempt) {
+            plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes, fixed,
+                               eigen_workspace_.per_patch);
+            const std::size_t slots = patch_slots_after(held_layout_, held_slots_, layout, plan,
+                                                        options_.memory_budget_bytes,
+                                                        eigen_workspace_.per_patch);
+            solver_.reserve(device_layout, plan, slots,
+                            !same_shape(held_layout_, layout) || slots != held_slots_);
+            held_layout_ = layout;
+            held_slots_ = slots;
+            const std::size_t estimated = eigen_workspace_.fixed + eigen_workspace_.per_patch * slots;
+            if (solver_.eigen_device_bytes() <= estimated || attempt == 2) break;
+            eigen_workspace_.per_patch =
+                (solver_.eigen_device_bytes() - std::min(solver_.eigen_device_bytes(), eigen_workspace_.fixed) +
+                 slots - 1) / slots;
+            logger()->info("cuda plan: the eigen-solver needs {} MiB for {} patches, more than the "
+                           "{} MiB estimated; planning again", solver_.eigen_device_bytes() >> 20,
+                           slots, estimated >> 20);
+        }
         logger()->debug("cuda plan: {} patches in {} chunks of up to {}, {} MiB of {} MiB budget",
                         batch.patches.size(), plan.chunks.size(), plan.max_patches,
                         plan.estimated_bytes >> 20, options_.memory_budget_bytes >> 20);
