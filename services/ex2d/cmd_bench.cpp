@@ -52,6 +52,19 @@ void print_device(const DeviceReport& first, const DeviceReport& last, int repea
                 mib(first.held_bytes));
 }
 
+// Device seconds per frame of each library call in the timed frames (CUDA issue, part A
+// item 6: where the solve and decorrelate stages go).
+void print_call_split(const DeviceReport& before, const DeviceReport& after, int repeat)
+{
+    if (after.call_seconds.empty() || after.call_seconds.size() != before.call_seconds.size()) return;
+    std::printf("  per-call device-s      ");
+    for (std::size_t k = 0; k < after.call_seconds.size(); ++k) {
+        const double s = (after.call_seconds[k].second - before.call_seconds[k].second) / repeat;
+        std::printf("%s%s %.3f", k ? ", " : "", after.call_seconds[k].first.c_str(), s);
+    }
+    std::printf(" (per frame)\n");
+}
+
 void run_bench(BenchArgs& args)
 {
     using Clock = std::chrono::steady_clock;
@@ -91,6 +104,7 @@ void run_bench(BenchArgs& args)
     double wall_sum = 0, wall_min = 1e300, cpu = 0;
     StageTimes stage_sum;
     DeviceReport first_report;
+    const DeviceReport before_timed = backend->device_report();
     for (int r = 0; r < args.repeat; ++r) {
         const auto t0 = Clock::now();
         const double c0 = process_cpu_seconds();
@@ -135,7 +149,9 @@ void run_bench(BenchArgs& args)
     std::printf("  core-seconds           %.1f per frame (process CPU time)\n", cpu);
     std::printf("  patches per second     %.0f wall\n", frame.npatch / wall);
     if (on_device) {
-        print_device(first_report, backend->device_report(), args.repeat);
+        const DeviceReport last_report = backend->device_report();
+        print_device(first_report, last_report, args.repeat);
+        print_call_split(before_timed, last_report, args.repeat);
         std::printf("  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
                     "chi2 %.3f (sum %.3f)\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2,
                     st.total());

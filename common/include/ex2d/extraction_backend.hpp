@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ex2d/extraction_types.hpp"
@@ -72,6 +73,9 @@ struct DeviceReport {
     std::size_t budget_bytes = 0;     ///< the budget its batches are sized to fit
     std::size_t device_free_bytes = 0;
     std::size_t device_total_bytes = 0;
+    /// Device seconds of each library call since the backend was made (name, seconds), so a
+    /// benchmark shows where the solve and decorrelate stages go; empty on the host.
+    std::vector<std::pair<std::string, double>> call_seconds;
 };
 
 class ExtractionBackend {

@@ -59,6 +59,9 @@ public:
     /// Device bytes of the eigen-solver workspace that reserve() found for its slots (the
     /// planner's estimate is checked against it).
     std::size_t eigen_device_bytes() const { return eigen_device_bytes_; }
+    /// Device seconds per library call since construction: potrfBatched, potrsBatched,
+    /// trsmBatched, the GEMM forming the covariance blocks, the eigen-solver, the GEMM forming Q.
+    std::vector<std::pair<std::string, double>> call_seconds() const;
     /// The cuBLAS workspace, a buffer of the ledger's (cublasSetWorkspace).
     static constexpr std::size_t kBlasWorkspaceBytes = std::size_t(32) << 20;
 
@@ -96,6 +99,7 @@ private:
     DeviceArray<char> eigen_work_{"eigen-solver workspace"};
     std::vector<char> eigen_host_work_;
     DeviceArray<char> blas_workspace_{"cuBLAS workspace"};
+    double call_seconds_[6] = {};
     PinnedArray<double> host_outputs_{"kept outputs"};
     PinnedArray<int> host_info_{"info arrays"};
 };

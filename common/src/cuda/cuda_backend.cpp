@@ -206,6 +206,7 @@ public:
         report.budget_bytes = options_.memory_budget_bytes;
         res_.activate();
         EX2D_CUDA_CHECK(cudaMemGetInfo(&report.device_free_bytes, &report.device_total_bytes));
+        report.call_seconds = solver_.call_seconds();
         return report;
     }
 

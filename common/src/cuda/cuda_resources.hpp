@@ -44,7 +44,8 @@ private:
 /// Events around the stages of a chunk; elapsed device time per stage once synchronised.
 class StageEvents {
 public:
-    static constexpr int kMarks = 6;  // start, psf, build, solve, decorrelate, chi2
+    // ChunkSolver::solve marks the stages and, within them, each library call (kCall* marks).
+    static constexpr int kMarks = 10;
     StageEvents();
     ~StageEvents();
     StageEvents(const StageEvents&) = delete;
