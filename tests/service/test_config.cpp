@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Configuration: defaults, the YAML file, the environment and flags in that order, errors that
 // name the key and the source, and config/ex2d.yaml in step with config_keys().
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -140,6 +141,19 @@ TEST_F(ConfigTest, MissingFileIsNamed)
     const auto status = load(config, {"--config=/nonexistent/ex2d.yaml"});
     EXPECT_EQ(status.code(), StatusCode::io_error);
     EXPECT_NE(status.message().find("/nonexistent/ex2d.yaml"), std::string::npos);
+}
+
+TEST_F(ConfigTest, FolderGivenAsTheFileIsAnError)
+{
+    // A volume mounted as a folder where the file was expected must not mean "all defaults".
+    const std::string folder = ::testing::TempDir() + "ex2d-config-folder";
+    std::filesystem::create_directories(folder);
+    set_env("EX2D_CONFIG", folder);
+    Config config;
+    const auto status = load(config, {});
+    EXPECT_EQ(status.code(), StatusCode::io_error);
+    EXPECT_NE(status.message().find(folder + ": the configuration file is a folder"), std::string::npos)
+        << status.message();
 }
 
 TEST_F(ConfigTest, BadValuesNameKeyAndSource)

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -264,6 +265,11 @@ Status Config::load(int argc, const char* const* argv)
         if (from_env != nullptr) config_file = from_env;
     }
     if (!config_file.empty()) {
+        // An ifstream opens a folder and reads nothing; that would silently mean "defaults".
+        std::error_code ec;
+        if (std::filesystem::is_directory(config_file, ec)) {
+            return Status::io(config_file + ": the configuration file is a folder");
+        }
         std::ifstream in(config_file);
         if (!in) {
             return Status::io(config_file + ": cannot read the configuration file: " +
