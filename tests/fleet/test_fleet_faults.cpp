@@ -217,7 +217,9 @@ TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
     fleet.start("writer", "writer-1");
     fleet.start("worker", "worker-1", {{"worker.credit", "2"}}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "700"}});
     ASSERT_EQ(fleet.submit(37), 0);
-    // The reader may hold its prefetch plus what it is sending; the rest waits in Redis.
+    // A frame stays "reading" from the reader's take until a worker starts extracting it: the
+    // reader's prefetch (1) plus the frames sent on the worker's credit (2) that wait in its
+    // queue. The rest waits in Redis, and the reader's memory does not grow.
     int most_held = 0, samples = 0;
     long rss_start = r.rss_kib(), rss_max = rss_start;
     // One Lua call reads every frame's state at one instant; reading them one HGET at a time
@@ -237,7 +239,7 @@ TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
     });
     std::printf("slow worker: reader held at most %d frame(s) over %d samples, RSS %ld -> %ld KiB\n",
                 most_held, samples, rss_start, rss_max);
-    EXPECT_LE(most_held, 2);
+    EXPECT_LE(most_held, 1 + 2) << "prefetch + worker credit";
     EXPECT_LT(rss_max - rss_start, 64 * 1024);
     expect_clean(fleet.check({37}, cams), "slow worker");
 }
