@@ -23,27 +23,6 @@
 namespace ex2d::fleet_test {
 namespace {
 
-std::string http_get(const std::string& address, const std::string& path)
-{
-    const auto colon = address.rfind(':');
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(std::stoi(address.substr(colon + 1)));
-    ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fd);
-        return {};
-    }
-    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)!::write(fd, request.data(), request.size());
-    std::string response;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) response.append(buf, std::size_t(n));
-    ::close(fd);
-    return response;
-}
-
 // Sum of a metric family's samples whose line contains `filter`.
 double metric_sum(const std::string& text, const std::string& family, const std::string& filter = "")
 {

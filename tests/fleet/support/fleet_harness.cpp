@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -395,6 +396,28 @@ Outcome Fleet::check_frames(const std::vector<std::pair<int, std::string>>& fram
         }
     }
     return o;
+}
+
+std::string http_get(const std::string& address, const std::string& path)
+{
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) return {};  // not registered yet
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(std::stoi(address.substr(colon + 1)));
+    ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        return {};
+    }
+    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
+    (void)!::write(fd, request.data(), request.size());
+    std::string response;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) response.append(buf, std::size_t(n));
+    ::close(fd);
+    return response;
 }
 
 }  // namespace ex2d::fleet_test

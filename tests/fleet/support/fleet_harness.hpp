@@ -137,4 +137,8 @@ private:
 /// Waits until `predicate` holds, polling every 50 ms; false after `timeout_s`.
 bool eventually(double timeout_s, const std::function<bool()>& predicate);
 
+/// GET `path` from a service's "host:port" (its registered http address) over HTTP/1.0; the
+/// whole response, or empty when the address is not registered yet or refuses.
+std::string http_get(const std::string& address, const std::string& path);
+
 }  // namespace ex2d::fleet_test
