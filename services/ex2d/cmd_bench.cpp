@@ -90,7 +90,7 @@ void run_bench(BenchArgs& args)
     sim.camera = args.camera;
     logger()->info("bench simulating camera={} nspec={} psf={}", args.camera, args.nspec, psf.source);
     const SimulatedFrame simulated = value_or_exit(simulate_frame(psf, sim));
-    const std::vector<double> weights = simulated.preproc.weights();
+    const LargeArray<double> weights = simulated.preproc.weights();
     const ImageView view{simulated.preproc.ny, simulated.preproc.nx,
                          simulated.preproc.image.data(), weights.data()};
     const bool on_device = !backend->device_report().device_name.empty();

@@ -241,8 +241,9 @@ void run_extract(ExtractArgs& args)
     // the frame's memory and reading.
     const ColumnRange columns = backend->name() == "cpu" ? extracted_columns(psf, args.opt)
                                                          : ColumnRange{};
-    const PreprocImage img = value_or_exit(read_preproc(args.input, columns), kExitInput);
-    const std::vector<double> weights = img.weights();
+    PreprocImage img =
+        value_or_exit(read_preproc(args.input, columns, PreprocPlanes::extraction), kExitInput);
+    const LargeArray<double> weights = img.take_weights();
     const ImageView view{img.ny, img.ccd_width(), img.image.data(), weights.data(),
                          img.col_begin, img.nx};
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -273,8 +274,8 @@ void run_extract(ExtractArgs& args)
     const StageTimes& st = frame.stage_times;
     logger()->info(
         "extract done {} output={} patches={} retried={} failed={} read_s={:.2f} extract_s={:.2f} "
-        "extract_cpu_s={:.1f} write_s={:.2f} stage_s: psf={:.1f} build={:.1f} solve={:.1f} "
-        "decorrelate={:.1f} chi2={:.1f}",
+        "extract_cpu_s={:.2f} write_s={:.2f} stage_s: psf={:.2f} build={:.2f} solve={:.2f} "
+        "decorrelate={:.2f} chi2={:.2f}",
         ids, args.output, frame.npatch, frame.npatch_retried, frame.npatch_failed, t_read,
         extract_seconds, extract_cpu, write_seconds, st.psf, st.build, st.solve, st.decorrelate,
         st.chi2);

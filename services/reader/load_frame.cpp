@@ -33,7 +33,8 @@ Result<service::FrameInputs> load_frame(const service::Job& job, const std::stri
     // Parse the very bytes that travel, so that the worker gets exactly what was checked.
     EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(psf_bytes, job.psf));
     EX2D_RETURN_NOT_OK(validate_options(psf, opt));
-    EX2D_ASSIGN_OR_RETURN(PreprocImage img, read_preproc(job.preproc));
+    EX2D_ASSIGN_OR_RETURN(PreprocImage img,
+                          read_preproc(job.preproc, {}, PreprocPlanes::extraction));
     EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
     if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
         return Status::format(job.preproc + ": image is " + std::to_string(img.nx) + " x " +
@@ -54,7 +55,7 @@ Result<service::FrameInputs> load_frame(const service::Job& job, const std::stri
     in.reader = reader_name;
     in.ny = img.ny;
     in.nx = img.nx;
-    in.weights = img.weights();
+    in.weights = img.take_weights();
     in.image = std::move(img.image);
     in.image_header = std::move(img.header);
     in.fibermap = std::move(img.fibermap);

@@ -29,9 +29,9 @@ struct TinySetup {
         weights = fm.ivar;
     }
     ImageView view() const { return {psf.npix_y, psf.npix_x, fm.image.data(), weights.data()}; }
-    ExtractedFrame extract(int threads) const
+    ExtractedFrame extract(int threads, std::size_t spot_window_bytes = std::size_t(16) << 20) const
     {
-        auto backend = make_cpu_backend(threads);
+        auto backend = make_cpu_backend(threads, spot_window_bytes);
         auto result = extract_frame(view(), psf, opt, *backend);
         EXPECT_TRUE(result.is_ok()) << result.status().to_string();
         return std::move(result).value();
@@ -121,6 +121,23 @@ TEST(ExtractTiny, BitIdenticalForAnyThreadCount)
                              one.resolution.size() * sizeof(double)));
     EXPECT_EQ(0, std::memcmp(one.chi2pix.data(), three.chi2pix.data(),
                              one.chi2pix.size() * sizeof(double)));
+}
+
+// Spots are evaluated window by window along wavelength; windows of one patch each (with
+// their neighbours' shared wavelengths evaluated again) give the very same frame.
+TEST(ExtractTiny, BitIdenticalForAnySpotWindow)
+{
+    TinySetup setup(13);
+    const ExtractedFrame whole = setup.extract(1);
+    for (int threads : {1, 2}) {
+        const ExtractedFrame windowed = setup.extract(threads, 1);
+        ASSERT_EQ(whole.flux.size(), windowed.flux.size());
+        EXPECT_EQ(whole.flux, windowed.flux) << threads;
+        EXPECT_EQ(whole.ivar, windowed.ivar) << threads;
+        EXPECT_EQ(whole.resolution, windowed.resolution) << threads;
+        EXPECT_EQ(whole.chi2pix, windowed.chi2pix) << threads;
+        EXPECT_EQ(whole.pixmask_fraction, windowed.pixmask_fraction) << threads;
+    }
 }
 
 TEST(ExtractTiny, ColumnWindowGivesTheSameFrameAsTheWholeImage)

@@ -28,7 +28,7 @@ ExtractionOptions two_bundles(int specmin) { return test::r_grid_options(specmin
 
 struct Frame {
     SimulatedFrame sim;
-    std::vector<double> weights;
+    LargeArray<double> weights;
     ImageView view() const { return {sim.preproc.ny, sim.preproc.nx, sim.preproc.image.data(), weights.data()}; }
 };
 

@@ -200,7 +200,7 @@ TEST(Wire, ArraysTravelWithoutCopiesAndTheOwnerIsReleased)
         DecodeError error;
         const auto got = decode(std::move(received), error);
         ASSERT_TRUE(got.has_value()) << error.reason;
-        EXPECT_EQ(got->to_f64(0), std::vector<double>(1000, 2.5));
+        EXPECT_EQ(got->to_f64(0), LargeArray<double>(1000, 2.5));
     }
     // The free function may run on ZeroMQ's I/O thread, so wait for it a little.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);

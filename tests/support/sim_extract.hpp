@@ -56,7 +56,7 @@ inline SimExtract simulate_and_extract(const GaussHermitePsf& psf, ExtractionOpt
     auto simulated = simulate_frame(psf, simulation_for(opt, seed));
     EXPECT_TRUE(simulated.is_ok()) << simulated.status().to_string();
     out.sim = std::move(simulated).value();
-    const std::vector<double> weights = out.sim.preproc.weights();
+    const LargeArray<double> weights = out.sim.preproc.weights();
     const ImageView view{out.sim.preproc.ny, out.sim.preproc.nx, out.sim.preproc.image.data(),
                          weights.data()};
     auto backend = make_cpu_backend(nthreads);

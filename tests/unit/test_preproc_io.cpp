@@ -124,6 +124,14 @@ TEST(PreprocIo, ColumnRangeHoldsThoseColumnsOfEveryPlane)
         }
     }
     EXPECT_EQ(part.fibermap.nrows, 12);
+
+    // What extraction reads: the same planes without READNOISE.
+    auto planes = ex2d::read_preproc(path, ex2d::ColumnRange{1, 4}, ex2d::PreprocPlanes::extraction);
+    ASSERT_TRUE(planes.is_ok()) << planes.status().to_string();
+    EXPECT_EQ(planes.value().image, part.image);
+    EXPECT_EQ(planes.value().ivar, part.ivar);
+    EXPECT_EQ(planes.value().mask, part.mask);
+    EXPECT_TRUE(planes.value().readnoise.empty());
     // A window cannot be written back as if it were a whole frame.
     EXPECT_FALSE(ex2d::write_preproc(dir.file("window.fits"), part).is_ok());
     EXPECT_THROW((void)ex2d::read_preproc(path, ex2d::ColumnRange{3, 7}), ex2d::Error);
@@ -181,9 +189,11 @@ TEST(PreprocIo, WeightsFollowTheExtractionMask767)
     img.image = {1, 1, 1, 1, 1, 1, std::nan(""), 1};
     img.ivar = {2, 3, 4, 5, 6, 0, 7, -1};
     img.mask = {0, 256, 16, 512, 1, 0, 0, 0};
-    std::vector<double> w = img.weights();
-    const std::vector<double> expected = {2, 3, 0, 0, 0, 0, 0, 0};
+    ex2d::LargeArray<double> w = img.weights();
+    const ex2d::LargeArray<double> expected = {2, 3, 0, 0, 0, 0, 0, 0};
     EXPECT_EQ(w, expected);
+    EXPECT_EQ(img.take_weights(), expected);
+    EXPECT_TRUE(img.ivar.empty());
 }
 
 TEST(PreprocIo, NonFinitePixelsAreMaskedAndCounted)

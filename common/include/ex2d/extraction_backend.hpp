@@ -108,6 +108,9 @@ struct CudaBackendOptions {
 
 /// CPU backend with `nthreads` worker threads (<= 0: all cores).
 std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
+/// The same with the memory for one evaluation of spots set (default 16 MiB): a bundle's
+/// patches are taken in wavelength windows whose spots fit it. Results do not depend on it.
+std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads, std::size_t spot_window_bytes);
 /// CUDA backend; throws NotCompiled in builds without CUDA and DeviceUnavailable where no
 /// usable device is found.
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options = {});

@@ -10,6 +10,7 @@
 
 #include "ex2d/fits_header.hpp"
 #include "ex2d/fits_table.hpp"
+#include "ex2d/scratch_allocator.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d {
@@ -23,10 +24,10 @@ struct PreprocImage {
     int nx = 0;                         ///< columns held (the CCD's width unless a window)
     int col_begin = 0;                  ///< first CCD column held
     int ccd_nx = 0;                     ///< the CCD's width; 0 = nx
-    std::vector<double> image;          ///< electrons
-    std::vector<double> ivar;           ///< 1/electron^2, as stored (not yet masked)
-    std::vector<std::uint32_t> mask;    ///< ccdmask bits, 0 = good
-    std::vector<double> readnoise;      ///< electrons; empty when the file has none
+    LargeArray<double> image;           ///< electrons
+    LargeArray<double> ivar;            ///< 1/electron^2, as stored (not yet masked)
+    LargeArray<std::uint32_t> mask;     ///< ccdmask bits, 0 = good
+    LargeArray<double> readnoise;       ///< electrons; empty when the file has none
     FitsHeader header;                  ///< the IMAGE HDU header
     FitsTableBlob fibermap;             ///< the FIBERMAP HDU; empty when absent
     std::string source = "memory";      ///< file name, for messages
@@ -34,7 +35,10 @@ struct PreprocImage {
 
     int ccd_width() const { return ccd_nx > 0 ? ccd_nx : nx; }
     /// Extraction weights: ivar where (mask & 767) == 0 and image, ivar finite, else 0.
-    std::vector<double> weights() const;
+    LargeArray<double> weights() const;
+    /// The same, made in place from ivar and handed over (ivar is left empty): a frame-sized
+    /// plane less to allocate where ivar is not needed afterwards.
+    LargeArray<double> take_weights();
     /// Forces masking of non-finite pixels (sets mask bit BAD, ivar 0, image 0) and counts them.
     long mask_nonfinite();
 };
@@ -49,9 +53,15 @@ struct ColumnRange {
     int begin = 0;
     int end = 0;
 };
-/// The same, holding only `columns` of IMAGE, IVAR, MASK and READNOISE (all rows), so that
-/// memory and reading follow what is extracted; the whole file is still checked for shape.
-Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns);
+/// Which planes to read. Extraction uses IMAGE, IVAR and MASK only; READNOISE is then
+/// checked for shape but not read (a fifth of the reading time, and a plane of memory).
+enum class PreprocPlanes { all, extraction };
+
+/// The same, holding only `columns` of each plane read (all rows; {} = every column), so
+/// that memory and reading follow what is extracted; the whole file is still checked for
+/// shape.
+Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns,
+                                  PreprocPlanes planes = PreprocPlanes::all);
 
 /// The IMAGE header, the shapes of all planes (checked) and the FIBERMAP, without pixels
 /// (image, ivar and mask empty; nx is the CCD's width): the checks before the reading.

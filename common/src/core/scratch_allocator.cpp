@@ -9,7 +9,7 @@ namespace ex2d::detail {
 
 namespace {
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
-constexpr std::size_t kHugeThreshold = std::size_t(4) << 20;
+constexpr std::size_t kHugeThreshold = std::size_t(2) << 20;
 
 std::size_t rounded_to_huge_pages(std::size_t bytes)
 {

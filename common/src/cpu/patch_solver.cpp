@@ -20,6 +20,18 @@ double seconds_since(double start) { return thread_cpu_seconds() - start; }
 
 // Rows of Z per rank-k update in covariance_block, in units of nfiber (one wavelength each).
 constexpr int kRowsPerBlock = 8;
+// Stamp sides are at most 63 pixels (check_stamp_limits in psf.cpp).
+constexpr int kMaxStampSide = 64;
+
+// Sums over a stamp's pixels run down each column first, one independent sum per column, so
+// that the loop over a row's columns vectorises without reordering any one sum (a single
+// running sum would chain every addition). The columns' sums are then added left to right.
+double sum_columns(const double* column_sums, int ncol)
+{
+    double sum = 0;
+    for (int k = 0; k < ncol; ++k) sum += column_sums[k];
+    return sum;
+}
 
 struct Layout {
     int nfiber, nwave, nunknown, ny, nx, stamp_size;
@@ -67,23 +79,27 @@ void gather_spots(const PatchGeometry& patch, const BundleSpots& spots, const Im
             rects[u] = r;
             const double* stamp = stamp_of(spots, patch, f, w);
             double* weighted = &ws.weighted_stamps[size_t(u) * lay.stamp_size];
-            double fw = 0, y = 0, on_data = 0;
+            const int ncol = r.col1 - r.col0;
+            double fw_cols[kMaxStampSide] = {}, y_cols[kMaxStampSide] = {};
+            double on_data_cols[kMaxStampSide] = {};
             for (int row = r.row0; row < r.row1; ++row) {
                 const double* wrow = image.weights + image.index(row, r.col0);
                 const double* prow = image.pixels + image.index(row, r.col0);
-                const int s0 = (row - r.yc) * lay.nx - r.xc;
-                for (int col = r.col0; col < r.col1; ++col) {
-                    const double a = stamp[s0 + col];
-                    const double wpix = wrow[col - r.col0];
+                const int s0 = (row - r.yc) * lay.nx - r.xc + r.col0;
+                for (int k = 0; k < ncol; ++k) {
+                    const double a = stamp[s0 + k];
+                    const double wpix = wrow[k];
                     const double aw = a * wpix;
-                    weighted[s0 + col] = aw;
-                    fw += aw;
-                    y += aw * prow[col - r.col0];
-                    if (wpix > 0) on_data += a;
+                    weighted[s0 + k] = aw;
+                    fw_cols[k] += aw;
+                    y_cols[k] += aw * prow[k];
+                    on_data_cols[k] += wpix > 0 ? a : 0.0;
                 }
             }
+            const double fw = sum_columns(fw_cols, ncol);
+            const double on_data = sum_columns(on_data_cols, ncol);
             ws.fluxweight[u] = fw;
-            ws.rhs[u] = y;
+            ws.rhs[u] = sum_columns(y_cols, ncol);
             // 1 - (spot weight on usable pixels); exactly 1 when no pixel is usable, as
             // desispec's ALLBADPIX test compares with 1.0.
             ws.pixmask_fraction[u] = fw > 0 ? std::max(0.0, 1.0 - on_data) : 1.0;
@@ -125,12 +141,15 @@ int couple_spots(const PatchGeometry& patch, const BundleSpots& spots, const Lay
             const int c0 = std::max(ru.col0, rv.col0), c1 = std::min(ru.col1, rv.col1);
             if (r0 >= r1 || c0 >= c1) continue;
             const double* av = stamp_of(spots, patch, v % lay.nfiber, wave_v);
-            double sum = 0;
+            const int ncol = c1 - c0;
+            double column_sums[kMaxStampSide];
+            std::fill_n(column_sums, ncol, 0.0);
             for (int row = r0; row < r1; ++row) {
-                const double* a = av + (row - rv.yc) * lay.nx - rv.xc;
-                const double* b = wu + (row - ru.yc) * lay.nx - ru.xc;
-                for (int col = c0; col < c1; ++col) sum += b[col] * a[col];
+                const double* a = av + (row - rv.yc) * lay.nx - rv.xc + c0;
+                const double* b = wu + (row - ru.yc) * lay.nx - ru.xc + c0;
+                for (int k = 0; k < ncol; ++k) column_sums[k] += b[k] * a[k];
             }
+            const double sum = sum_columns(column_sums, ncol);
             if (sum == 0 && v != u) continue;
             ws.couplings.push_back(sum);
             ws.coupling_pairs.push_back(u);
@@ -203,7 +222,10 @@ void covariance_block(const Layout& lay, int kd, int f, PatchWorkspace& ws)
     }
 }
 
-// (C_ss)^-1/2 with eigenvalues clipped at 1e-14 * max (B&S eqs. 10-19, "signal" blocks).
+// Q = (C_ss)^-1/2 with eigenvalues clipped at 1e-14 * max (B&S eqs. 10-19, "signal"
+// blocks), as its factor U = V diag(w^-1/4), Q = U U^T, held row-major in ws.q_factor.
+// Decorrelation needs all row sums of Q, a few rows times a vector and the band of Q
+// around the kept wavelengths: about a third of the work of forming Q.
 // cov_block holds the upper triangle row-major, which is the lower triangle column-major;
 // LAPACK is called column-major with a workspace kept between calls, so nothing is copied
 // or allocated per block.
@@ -230,21 +252,43 @@ bool inverse_sqrt(int n, PatchWorkspace& ws)
     const double max_eig = *std::max_element(ws.eigval.begin(), ws.eigval.end());
     if (!(max_eig > 0)) return false;
     const double floor_eig = SolverConstants::eig_clip * max_eig;
-    // B = V diag(w^-1/4), so Q = B B^T = V diag(w^-1/2) V^T; eigenvector k is column k.
-    ws.eigvec.resize(size_t(n) * n);
+    // U = V diag(w^-1/4), so Q = U U^T = V diag(w^-1/2) V^T; eigenvector k is column k of
+    // cov_block (column-major), and row i of U is contiguous in q_factor.
+    ws.q_factor.resize(size_t(n) * n);
     for (int k = 0; k < n; ++k) {
         const double scale = 1.0 / std::sqrt(std::sqrt(std::max(ws.eigval[k], floor_eig)));
         const double* v = &ws.cov_block[size_t(k) * n];
-        double* b = &ws.eigvec[size_t(k) * n];
-        for (int i = 0; i < n; ++i) b[i] = v[i] * scale;
-    }
-    ws.q.resize(size_t(n) * n);
-    cblas_dsyrk(CblasColMajor, CblasUpper, CblasNoTrans, n, n, 1.0, ws.eigvec.data(), n, 0.0,
-                ws.q.data(), n);
-    for (int j = 0; j < n; ++j) {
-        for (int i = j + 1; i < n; ++i) ws.q[size_t(j) * n + i] = ws.q[size_t(i) * n + j];
+        for (int i = 0; i < n; ++i) ws.q_factor[size_t(i) * n + k] = v[i] * scale;
     }
     return true;
+}
+
+// Q[i][j] = U[i] . U[j].
+double q_entry(int n, const PatchWorkspace& ws, int i, int j)
+{
+    const double* ui = &ws.q_factor[size_t(i) * n];
+    const double* uj = &ws.q_factor[size_t(j) * n];
+    double sum = 0;
+    for (int k = 0; k < n; ++k) sum += ui[k] * uj[k];
+    return sum;
+}
+
+// out = Q x = U (U^T x); x of length n with stride x_stride.
+void apply_q(int n, PatchWorkspace& ws, const double* x, int x_stride, std::vector<double>& out)
+{
+    ws.q_scratch.assign(n, 0.0);
+    for (int i = 0; i < n; ++i) {
+        const double xi = x[size_t(i) * x_stride];
+        const double* ui = &ws.q_factor[size_t(i) * n];
+        for (int k = 0; k < n; ++k) ws.q_scratch[k] += ui[k] * xi;
+    }
+    out.resize(n);
+    for (int i = 0; i < n; ++i) {
+        const double* ui = &ws.q_factor[size_t(i) * n];
+        double sum = 0;
+        for (int k = 0; k < n; ++k) sum += ui[k] * ws.q_scratch[k];
+        out[i] = sum;
+    }
 }
 
 SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay, int kd,
@@ -287,28 +331,23 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         times.solve += seconds_since(t0);
         t0 = thread_cpu_seconds();
         if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
-        ws.row_sums.assign(nw, 0.0);
-        for (int i = 0; i < nw; ++i) {
-            double s = 0;
-            for (int j = 0; j < nw; ++j) s += ws.q[size_t(i) * nw + j];
-            ws.row_sums[i] = s;
-        }
+        // B&S eqs. 12-13: R = diag(1/s) Q with s the row sums of Q; f~ = R f = diag(1/s) Q f.
+        ws.ones.assign(nw, 1.0);
+        apply_q(nw, ws, ws.ones.data(), 1, ws.row_sums);
+        apply_q(nw, ws, &ws.xflux[f], nf, ws.q_times_flux);
         for (int jj = 0; jj < ncore_w; ++jj) {
             const int j = patch.core_wave_offset + jj;
             const int u = j * nf + f;
             const size_t out = size_t(cf) * ncore_w + jj;
             const double s = ws.row_sums[j];
-            double flux = 0;
-            for (int k = 0; k < nw; ++k) flux += ws.q[size_t(j) * nw + k] * ws.xflux[k * nf + f];
-            flux /= s;
             const bool usable = ws.fluxweight[u] > 0;
-            result.flux[out] = usable ? flux : 0.0;
+            result.flux[out] = usable ? ws.q_times_flux[j] / s : 0.0;
             result.ivar[out] = usable ? s * s : 0.0;
             result.xflux[out] = usable ? ws.xflux[u] : 0.0;
             for (int d = 0; d < ndiag; ++d) {
                 const int row = j - nd + d;
                 result.resolution[(size_t(cf) * ndiag + d) * ncore_w + jj] =
-                    ws.q[size_t(row) * nw + j] / ws.row_sums[row];
+                    q_entry(nw, ws, row, j) / ws.row_sums[row];
             }
         }
         times.decorrelate += seconds_since(t0);

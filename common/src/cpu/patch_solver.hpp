@@ -28,7 +28,9 @@ struct PatchWorkspace {
     std::vector<double> band, band_factor;  // LAPACK lower band storage, (kd+1) x nunknown
     std::vector<double> couplings;          // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
-    std::vector<double> z, cov_block, eigvec, eigval, q, row_sums;
+    std::vector<double> z, cov_block, eigval, row_sums;
+    std::vector<double> q_factor;  // U with Q = U U^T, row-major
+    std::vector<double> q_scratch, ones, q_times_flux;
     std::vector<double> l_left, l_diag;  // dense blocks of L for the blocked solve of Z
     std::vector<double> eig_work;  // dsyevd workspace for blocks of eig_size
     std::vector<int> eig_iwork;

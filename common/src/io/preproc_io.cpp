@@ -54,10 +54,9 @@ Status check_plane_shape(fitsfile* f, const std::string& path,
 /// Reads `columns` of the 2-D image HDU `name` (shape already checked) as doubles.
 Status read_plane(fitsfile* f, const std::string& path, const std::vector<std::string>& names,
                   const std::string& name, int ny, int nx, ColumnRange columns,
-                  std::vector<double>& out)
+                  LargeArray<double>& out)
 {
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, name));
-    // resize, not assign: cfitsio writes every element, and zeroing would touch every page
     out.resize(size_t(ny) * size_t(columns.end - columns.begin));
     return read_columns(f, path, name, TDOUBLE, ny, nx, columns, out.data());
 }
@@ -83,15 +82,26 @@ Result<FitsTableBlob> read_fibermap(const std::string& path)
     return blob;
 }
 
-std::vector<double> PreprocImage::weights() const
+namespace {
+double weight_of(const PreprocImage& img, size_t i)
 {
-    std::vector<double> w(ivar.size(), 0.0);
-    for (size_t i = 0; i < w.size(); ++i) {
-        bool good = (mask[i] & kExtractMaskBits) == 0 && std::isfinite(image[i]) &&
-                    std::isfinite(ivar[i]) && ivar[i] > 0;
-        w[i] = good ? ivar[i] : 0.0;
-    }
+    const bool good = (img.mask[i] & kExtractMaskBits) == 0 && std::isfinite(img.image[i]) &&
+                      std::isfinite(img.ivar[i]) && img.ivar[i] > 0;
+    return good ? img.ivar[i] : 0.0;
+}
+}  // namespace
+
+LargeArray<double> PreprocImage::weights() const
+{
+    LargeArray<double> w(ivar.size(), 0.0);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = weight_of(*this, i);
     return w;
+}
+
+LargeArray<double> PreprocImage::take_weights()
+{
+    for (size_t i = 0; i < ivar.size(); ++i) ivar[i] = weight_of(*this, i);
+    return std::move(ivar);
 }
 
 long PreprocImage::mask_nonfinite()
@@ -113,7 +123,7 @@ namespace {
 /// Everything but the pixels is read and checked first, so that a file with a missing HDU or
 /// a wrong shape fails before the expensive part.
 Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange columns,
-                                        bool with_pixels)
+                                        bool with_pixels, bool with_readnoise)
 {
     fits::FitsPtr file;
     EX2D_RETURN_NOT_OK(fits::open_read(path, file));
@@ -160,14 +170,14 @@ Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange col
     EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IMAGE", img.ny, ccd_nx, columns, img.image));
     EX2D_RETURN_NOT_OK(read_plane(f, path, names, "IVAR", img.ny, ccd_nx, columns, img.ivar));
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "MASK"));
-    std::vector<int> mask(size_t(img.ny) * size_t(img.nx));
-    EX2D_RETURN_NOT_OK(read_columns(f, path, "MASK", TINT, img.ny, ccd_nx, columns, mask.data()));
-    img.mask.resize(mask.size());
-    for (size_t i = 0; i < mask.size(); ++i) {
-        // desispec reads MASK as uint16: a negative int16 value is its two's complement.
-        img.mask[i] = std::uint32_t(mask[i]) & 0xFFFFu;
-    }
-    if (has_readnoise) {
+    // Read as int into the mask's own memory (int and uint32 may alias), then reinterpreted
+    // in place: desispec reads MASK as uint16, so a negative int16 is its two's complement.
+    img.mask.resize(size_t(img.ny) * size_t(img.nx));
+    static_assert(sizeof(int) == sizeof(std::uint32_t), "MASK is read as int in place");
+    auto* as_int = reinterpret_cast<int*>(img.mask.data());
+    EX2D_RETURN_NOT_OK(read_columns(f, path, "MASK", TINT, img.ny, ccd_nx, columns, as_int));
+    for (std::uint32_t& m : img.mask) m &= 0xFFFFu;
+    if (has_readnoise && with_readnoise) {
         EX2D_RETURN_NOT_OK(read_plane(f, path, names, "READNOISE", img.ny, ccd_nx, columns,
                                       img.readnoise));
     }
@@ -184,14 +194,15 @@ Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange col
 
 Result<PreprocImage> read_preproc(const std::string& path) { return read_preproc(path, {}); }
 
-Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns)
+Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns,
+                                  PreprocPlanes planes)
 {
-    return read_preproc_parts(path, columns, true);
+    return read_preproc_parts(path, columns, true, planes == PreprocPlanes::all);
 }
 
 Result<PreprocImage> read_preproc_metadata(const std::string& path)
 {
-    return read_preproc_parts(path, {}, false);
+    return read_preproc_parts(path, {}, false, false);
 }
 
 namespace {

@@ -95,7 +95,7 @@ namespace {
 
 // float32 when every value survives the round trip (DESI preproc files hold float32), so
 // half the bytes travel without changing a bit of the extraction's input.
-ArrayPart image_part(std::vector<double> values, int ny, int nx)
+ArrayPart image_part(const LargeArray<double>& values, int ny, int nx)
 {
     bool exact = true;
     for (double v : values) {
@@ -104,7 +104,10 @@ ArrayPart image_part(std::vector<double> values, int ny, int nx)
             break;
         }
     }
-    if (!exact) return ArrayPart::from_vector(DType::f64, std::move(values), {ny, nx});
+    if (!exact) {
+        return ArrayPart::from_vector(DType::f64, std::vector<double>(values.begin(), values.end()),
+                                      {ny, nx});
+    }
     std::vector<float> narrow(values.begin(), values.end());
     return ArrayPart::from_vector(DType::f32, std::move(narrow), {ny, nx});
 }
@@ -156,8 +159,8 @@ wire::OutgoingMessage encode_frame(FrameInputs in)
     m.meta["psf_checksum"] = in.psf_checksum;
     m.meta["read_seconds"] = in.read_seconds;
     m.meta["fibermap_rows"] = in.fibermap.nrows;
-    m.arrays.push_back(image_part(std::move(in.image), in.ny, in.nx));
-    m.arrays.push_back(image_part(std::move(in.weights), in.ny, in.nx));
+    m.arrays.push_back(image_part(in.image, in.ny, in.nx));
+    m.arrays.push_back(image_part(in.weights, in.ny, in.nx));
     const int psf_bytes = int(in.psf_file.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(in.psf_file), {psf_bytes}));
     const int fm_bytes = int(in.fibermap.fits_bytes.size());

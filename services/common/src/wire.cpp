@@ -347,17 +347,24 @@ std::size_t IncomingMessage::count(std::size_t i) const
     return part.size() / element;
 }
 
-std::vector<double> IncomingMessage::to_f64(std::size_t i) const
+LargeArray<double> IncomingMessage::to_f64(std::size_t i) const
 {
-    if (i < parts.size() && i < kMaxParts && dtype(i) == DType::f32) {
-        const std::vector<float> values = copy_array<float>(i);
-        return std::vector<double>(values.begin(), values.end());
+    const bool f32 = i < parts.size() && i < kMaxParts && dtype(i) == DType::f32;
+    if (!f32) expect_dtype(i, DType::f64);  // throws with the dtype that was sent
+    const auto* bytes = static_cast<const unsigned char*>(parts.at(i).data());
+    const std::size_t item = f32 ? sizeof(float) : sizeof(double);
+    LargeArray<double> values(parts.at(i).size() / item);
+    // memcpy per element: the receive buffer need not be aligned for float or double.
+    for (std::size_t k = 0; k < values.size(); ++k) {
+        if (f32) {
+            float v;
+            std::memcpy(&v, bytes + k * item, sizeof v);
+            values[k] = v;
+        } else {
+            std::memcpy(&values[k], bytes + k * item, sizeof(double));
+        }
     }
-    if (i < parts.size() && i < kMaxParts && dtype(i) == DType::f64) {
-        return copy_array<double>(i);
-    }
-    expect_dtype(i, DType::f64);  // throws with the dtype that was sent
-    return {};
+    return values;
 }
 
 }  // namespace ex2d::wire

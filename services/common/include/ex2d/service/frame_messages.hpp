@@ -34,8 +34,8 @@ struct FrameInputs {
     FitsTableBlob fibermap;
     int ny = 0;
     int nx = 0;
-    std::vector<double> image;    ///< [ny][nx] electrons
-    std::vector<double> weights;  ///< [ny][nx] ivar with the mask rule applied
+    LargeArray<double> image;    ///< [ny][nx] electrons
+    LargeArray<double> weights;  ///< [ny][nx] ivar with the mask rule applied
     std::vector<std::uint8_t> psf_file;
     std::string preproc_checksum, psf_checksum;
     double read_seconds = 0;

@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "ex2d/scratch_allocator.hpp"
+
 namespace ex2d::wire {
 
 constexpr std::uint16_t kProtocolVersion = 1;
@@ -146,8 +148,9 @@ struct IncomingMessage {
     }
     /// Throws ex2d::Error unless array i exists and has dtype `expected`.
     void expect_dtype(std::size_t i, DType expected) const;
-    /// Array i as float64, converting from f32 where it was sent as f32.
-    std::vector<double> to_f64(std::size_t i) const;
+    /// Array i as float64, converting from f32 where it was sent as f32, in one pass into
+    /// a frame-sized array.
+    LargeArray<double> to_f64(std::size_t i) const;
 };
 
 /// Why a message was dropped; `reason` is a short metric label (part_count, header_size,
