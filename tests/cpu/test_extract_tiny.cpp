@@ -226,5 +226,42 @@ TEST(ExtractTiny, NonFiniteInputsAreZeroedAndMaskedNeverNaN)
     for (double r : frame.resolution) ASSERT_TRUE(std::isfinite(r));
 }
 
+// Valid inputs always give a positive definite iCov, so the factorization-failure path is
+// reached by making one patch's iCov indefinite (PatchBatch::indefinite_patch_for_tests).
+// That patch is retried with regularize 1e-4, fails again and comes out zeroed, saying why;
+// every other patch is exactly as without it.
+TEST(ExtractTiny, IndefiniteIcovFailsItsPatchAloneAndSaysWhy)
+{
+    const TinySetup setup(17);
+    const WaveGrids grids = make_wave_grids(setup.psf, setup.opt);
+    PatchBatch batch;
+    batch.psf = &setup.psf;
+    batch.image = setup.view();
+    batch.padded_wave = &grids.padded;
+    batch.patches = plan_patches(setup.psf, setup.opt, grids, setup.psf.npix_y, setup.psf.npix_x);
+    ASSERT_GT(batch.patches.size(), 20u);
+    auto backend = make_cpu_backend(2);
+    std::vector<PatchResult> clean;
+    StageTimes times;
+    backend->extract(batch, clean, times);
+    const long forced = 13;
+    batch.indefinite_patch_for_tests = forced;
+    std::vector<PatchResult> results;
+    backend->extract(batch, results, times);
+    ASSERT_EQ(results.size(), clean.size());
+    for (size_t i = 0; i < results.size(); ++i) {
+        if (long(i) == forced) continue;
+        EXPECT_EQ(results[i].status, PatchStatus::ok) << i;
+        EXPECT_EQ(results[i].flux, clean[i].flux) << i;
+        EXPECT_EQ(results[i].resolution, clean[i].resolution) << i;
+    }
+    const PatchResult& failed = results[size_t(forced)];
+    EXPECT_EQ(failed.status, PatchStatus::failed);
+    EXPECT_EQ(failed.failure, "iCov is not positive definite; retry: iCov is not positive definite");
+    for (double v : failed.flux) EXPECT_EQ(v, 0.0);
+    for (double v : failed.ivar) EXPECT_EQ(v, 0.0);
+    for (double v : failed.resolution) EXPECT_EQ(v, 0.0);
+}
+
 }  // namespace
 }  // namespace ex2d

@@ -63,6 +63,8 @@ struct Parity {
     double frac_ivar_over_001 = 0, max_ivar_rel = 0;
     double max_resolution_abs = 0;
     double max_chi2pix_rel = 0;
+    double max_xflux_rel = 0;       // |diff| over the frame's largest |xflux|
+    double max_pixmask_abs = 0;
     long mask_differences = 0;
     bool any_non_finite = false;
 };
@@ -71,7 +73,15 @@ Parity compare(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
 {
     Parity p;
     long flux_over = 0, ivar_over = 0;
+    double max_xflux = 0;
+    for (double x : cpu.xflux) max_xflux = std::max(max_xflux, std::abs(x));
     for (std::size_t k = 0; k < cpu.flux.size(); ++k) {
+        p.any_non_finite = p.any_non_finite || !std::isfinite(gpu.xflux[k]) ||
+                           !std::isfinite(gpu.pixmask_fraction[k]);
+        p.max_xflux_rel = std::max(p.max_xflux_rel, std::abs(gpu.xflux[k] - cpu.xflux[k]) /
+                                                        std::max(max_xflux, 1e-300));
+        p.max_pixmask_abs = std::max(p.max_pixmask_abs,
+                                     std::abs(gpu.pixmask_fraction[k] - cpu.pixmask_fraction[k]));
         p.any_non_finite = p.any_non_finite || !std::isfinite(gpu.flux[k]) ||
                            !std::isfinite(gpu.ivar[k]) || !std::isfinite(gpu.chi2pix[k]);
         if (cpu.mask[k] != gpu.mask[k]) ++p.mask_differences;
@@ -96,9 +106,11 @@ Parity compare(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
     p.frac_flux_over_001 = double(flux_over) / std::max(1L, p.nbins);
     p.frac_ivar_over_001 = double(ivar_over) / std::max(1L, p.nbins);
     std::printf("parity over %ld bins: flux >=0.01 sigma %.2e, max %.2e sigma; ivar >=1%% %.2e, "
-                "max %.2e; resolution max |diff| %.2e; chi2pix max rel %.2e; mask diffs %ld\n",
+                "max %.2e; resolution max |diff| %.2e; chi2pix max rel %.2e; xflux max rel "
+                "%.2e; pixmask_fraction max |diff| %.2e; mask diffs %ld\n",
                 p.nbins, p.frac_flux_over_001, p.max_flux_sigma, p.frac_ivar_over_001,
-                p.max_ivar_rel, p.max_resolution_abs, p.max_chi2pix_rel, p.mask_differences);
+                p.max_ivar_rel, p.max_resolution_abs, p.max_chi2pix_rel, p.max_xflux_rel,
+                p.max_pixmask_abs, p.mask_differences);
     return p;
 }
 
@@ -107,6 +119,7 @@ void expect_parity(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
     ASSERT_EQ(cpu.flux.size(), gpu.flux.size());
     EXPECT_EQ(cpu.npatch, gpu.npatch);
     EXPECT_EQ(cpu.npatch_failed, gpu.npatch_failed);
+    EXPECT_EQ(cpu.npatch_retried, gpu.npatch_retried);
     const Parity p = compare(cpu, gpu);
     EXPECT_GT(p.nbins, long(0.9 * cpu.flux.size()));
     EXPECT_FALSE(p.any_non_finite);
@@ -116,6 +129,10 @@ void expect_parity(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
     EXPECT_LT(p.max_ivar_rel, 0.05);
     EXPECT_LT(p.max_resolution_abs, 1e-3);
     EXPECT_LT(p.max_chi2pix_rel, 1e-2);
+    // Pixels travel as float32 (a relative change below 6e-8) and the deconvolution
+    // amplifies it; 1e-4 of the largest xflux still catches any misplaced bin.
+    EXPECT_LT(p.max_xflux_rel, 1e-4);
+    EXPECT_LT(p.max_pixmask_abs, 1e-9);
     EXPECT_EQ(p.mask_differences, 0);
 }
 
@@ -216,6 +233,67 @@ TEST(CudaBackend, SmallBudgetSplitsBundlesWithoutChangingResults)
     EXPECT_EQ(a.chi2pix, b.chi2pix);
     EXPECT_EQ(a.pixmask_fraction, b.pixmask_fraction);
     EXPECT_EQ(a.mask, b.mask);
+}
+
+// Valid inputs always give a positive definite iCov; one patch is made indefinite
+// (PatchBatch::indefinite_patch_for_tests) so that cuSOLVER's batched info array is what
+// reports the failure. Both backends retry it, fail it alike and leave every other patch ok.
+TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
+{
+    EX2D_REQUIRE_CUDA_DEVICE();
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const ExtractionOptions opt = two_bundles(150);
+    const Frame f = simulate(psf, opt, 23);
+    const WaveGrids grids = make_wave_grids(psf, opt);
+    PatchBatch batch;
+    batch.psf = &psf;
+    batch.image = f.view();
+    batch.padded_wave = &grids.padded;
+    batch.patches = plan_patches(psf, opt, grids, psf.npix_y, psf.npix_x);
+    batch.indefinite_patch_for_tests = long(batch.patches.size() / 3);
+    auto cpu = make_cpu_backend(0);
+    auto gpu = cuda_backend();
+    std::vector<PatchResult> a, b;
+    StageTimes times;
+    cpu->extract(batch, a, times);
+    gpu->extract(batch, b, times);
+    ASSERT_EQ(a.size(), b.size());
+    long failed = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].status, b[i].status) << "patch " << i;
+        EXPECT_EQ(a[i].failure, b[i].failure) << "patch " << i;
+        failed += b[i].status == PatchStatus::failed;
+        for (double v : b[i].flux) ASSERT_TRUE(std::isfinite(v)) << "patch " << i;
+    }
+    EXPECT_EQ(failed, 1);
+    const PatchResult& forced = b[std::size_t(batch.indefinite_patch_for_tests)];
+    EXPECT_EQ(forced.failure, "iCov is not positive definite; retry: iCov is not positive definite");
+    for (double v : forced.ivar) EXPECT_EQ(v, 0.0);
+}
+
+// Every device byte the backend allocates is in its ledger: the drop in cudaMemGetInfo over a
+// frame equals the growth of the ledger, up to the driver's rounding of each allocation to
+// its 2 MiB pages and the device code and library workspaces loaded on first use.
+TEST(CudaBackend, LedgerMatchesTheDropInFreeDeviceMemory)
+{
+    EX2D_REQUIRE_CUDA_DEVICE();
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    ExtractionOptions opt = two_bundles(250);
+    opt.want_model = true;
+    const Frame f = simulate(psf, opt, 29);
+    auto gpu = cuda_backend();
+    const DeviceReport before = gpu->device_report();
+    extract(f, psf, opt, *gpu);
+    const DeviceReport after = gpu->device_report();
+    const double mib = 1048576.0;
+    const double ledger_growth = double(after.held_bytes) - double(before.held_bytes);
+    const double free_drop = double(before.device_free_bytes) - double(after.device_free_bytes);
+    const double rounding = 2.0 * mib * double(after.held_buffers);
+    std::printf("ledger grew %.1f MiB in %zu buffers; free device memory dropped %.1f MiB\n",
+                ledger_growth / mib, after.held_buffers, free_drop / mib);
+    EXPECT_GT(ledger_growth, 0.0);
+    EXPECT_GE(free_drop, ledger_growth - 2.0 * mib);
+    EXPECT_LE(free_drop, ledger_growth + rounding + 64.0 * mib);
 }
 
 // The model image A . xflux summed on the host from the same xflux, spot by spot.

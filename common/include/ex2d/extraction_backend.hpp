@@ -47,6 +47,11 @@ struct PatchBatch {
     double regularize = 0.0;
     double psferr = 0.01;
     bool want_model = false;  ///< a model_image call will follow (device backends reserve for it)
+    /// For tests only: the index in `patches` of one patch whose iCov is made indefinite
+    /// after regularization (its first diagonal element set to -1), in the first solve and
+    /// in the retry. Valid inputs always give a positive definite iCov, so this is how tests
+    /// reach the factorization-failure path of every backend. -1: none.
+    long indefinite_patch_for_tests = -1;
 };
 
 /// What a backend needs to draw the model image A . xflux of a stitched frame.
@@ -71,7 +76,8 @@ struct DeviceReport {
     std::size_t held_bytes = 0;       ///< device memory held now by this backend's buffers
     std::size_t peak_held_bytes = 0;  ///< most it has held since it was made
     std::size_t budget_bytes = 0;     ///< the budget its batches are sized to fit
-    std::size_t device_free_bytes = 0;
+    std::size_t held_buffers = 0;     ///< device allocations behind held_bytes
+    std::size_t device_free_bytes = 0;   ///< cudaMemGetInfo at the time of the report
     std::size_t device_total_bytes = 0;
     /// Device seconds of each library call since the backend was made (name, seconds), so a
     /// benchmark shows where the solve and decorrelate stages go; empty on the host.

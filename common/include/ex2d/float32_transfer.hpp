@@ -12,8 +12,9 @@ namespace ex2d {
 
 /// A weight as float32. Weights that are not positive and finite are masked (0). A positive
 /// weight below FLT_MIN, which in float32 is a denormal (zero wherever the device flushes
-/// denormals) or zero, and so would mask a pixel the CPU keeps, becomes FLT_MIN; one above FLT_MAX, which would become infinite, becomes FLT_MAX. Either
-/// change is far below any weight that matters in the sums.
+/// denormals) or zero, and so would mask a pixel the CPU keeps, becomes FLT_MIN; one above
+/// FLT_MAX, which would become infinite, becomes FLT_MAX. Either change is far below any
+/// weight that matters in the sums.
 inline float weight_as_float32(double weight)
 {
     if (!(weight > 0) || !std::isfinite(weight)) return 0.0f;

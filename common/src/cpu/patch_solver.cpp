@@ -292,8 +292,8 @@ void apply_q(int n, PatchWorkspace& ws, const double* x, int x_stride, std::vect
 }
 
 SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay, int kd,
-                                   double regularize, PatchWorkspace& ws, PatchResult& result,
-                                   StageTimes& times)
+                                   double regularize, bool make_indefinite, PatchWorkspace& ws,
+                                   PatchResult& result, StageTimes& times)
 {
     double t0 = thread_cpu_seconds();
     const int m = lay.nunknown, ldab = kd + 1;
@@ -310,6 +310,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         const double alpha = ws.fluxweight[u] < min_weight ? min_weight - ws.fluxweight[u] : regularize;
         ws.band[size_t(u) * ldab] += alpha * alpha + SolverConstants::diag_floor;
     }
+    if (make_indefinite) ws.band[0] = -1.0;
     ws.band_factor = ws.band;
     if (LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, ws.band_factor.data(), ldab) != 0) {
         return {false, "iCov is not positive definite"};
@@ -417,8 +418,8 @@ void compute_chi2pix(const PatchGeometry& patch, const BundleSpots& spots, const
 }  // namespace
 
 void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
-                 double regularize, double psferr, PatchWorkspace& ws, PatchResult& result,
-                 StageTimes& times)
+                 double regularize, double psferr, bool make_indefinite, PatchWorkspace& ws,
+                 PatchResult& result, StageTimes& times)
 {
     const Layout lay{patch.nfiber(), patch.nwave, patch.nunknown(), spots.spots->ny,
                      spots.spots->nx, spots.spots->ny * spots.spots->nx};
@@ -440,12 +441,13 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
         }
     }
 
-    SolveOutcome outcome = solve_and_decorrelate(patch, lay, kd, regularize, ws, result, times);
+    SolveOutcome outcome =
+        solve_and_decorrelate(patch, lay, kd, regularize, make_indefinite, ws, result, times);
     if (!outcome.ok) {
         result.status = PatchStatus::retried;
         result.failure = outcome.reason;
-        outcome = solve_and_decorrelate(patch, lay, kd, SolverConstants::retry_regularize, ws,
-                                        result, times);
+        outcome = solve_and_decorrelate(patch, lay, kd, SolverConstants::retry_regularize,
+                                        make_indefinite, ws, result, times);
     }
     if (!outcome.ok) {
         const std::vector<double> pixmask = result.pixmask_fraction;

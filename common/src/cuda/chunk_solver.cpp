@@ -266,6 +266,7 @@ void ChunkSolver::decompose_blocks(long long nblock)
 
 std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& patches,
                                     const DeviceImage& image, double regularize, double psferr,
+                                    int indefinite_patch,
                                     StageTimes& times)
 {
     const int npatch = int(patches.size());
@@ -292,7 +293,7 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.eig_info, 0, nblock * sizeof(int), stream));
     launch_gather(layout_, image, spots_, b, stream);
     launch_icov(layout_, image, spots_, b, stream);
-    launch_regularize(layout_, b, regularize, stream);
+    launch_regularize(layout_, b, regularize, indefinite_patch, stream);
     events.mark(1, stream);
 
     // B&S eq. 4 by Cholesky: iCov = L L^T, x = iCov^-1 y, and Z = L^-1 E so that the

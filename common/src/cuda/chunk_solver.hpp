@@ -48,10 +48,11 @@ public:
     void evaluate_spots(const DevicePsf& psf, const double* padded_waves, const PatchChunk& chunk,
                         StageTimes& times);
     /// Solves `patches` (all inside the box of the last evaluate_spots) with `regularize`;
-    /// returns the kFlag* bits per patch, outputs in host_outputs().
+    /// returns the kFlag* bits per patch, outputs in host_outputs(). `indefinite_patch`:
+    /// index in `patches` of PatchBatch::indefinite_patch_for_tests, or -1.
     std::vector<int> solve(const std::vector<const PatchGeometry*>& patches,
                            const DeviceImage& image, double regularize, double psferr,
-                           StageTimes& times);
+                           int indefinite_patch, StageTimes& times);
     HostOutputs host_outputs() const;
     /// Spots of the last evaluate_spots, and how many spots the buffers hold.
     const SpotBox& spots() const { return spots_; }

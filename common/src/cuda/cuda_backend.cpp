@@ -203,6 +203,7 @@ public:
         report.device_name = res_.device_name();
         report.held_bytes = ledger_.held;
         report.peak_held_bytes = ledger_.peak;
+        report.held_buffers = ledger_.buffers;
         report.budget_bytes = options_.memory_budget_bytes;
         res_.activate();
         EX2D_CUDA_CHECK(cudaMemGetInfo(&report.device_free_bytes, &report.device_total_bytes));
@@ -216,8 +217,11 @@ private:
     {
         std::vector<const PatchGeometry*> patches;
         for (std::size_t i = chunk.first; i < chunk.last; ++i) patches.push_back(&batch.patches[i]);
+        const long forced = batch.indefinite_patch_for_tests;
+        const bool forced_here = forced >= long(chunk.first) && forced < long(chunk.last);
+        const int indefinite = forced_here ? int(forced - long(chunk.first)) : -1;
         const std::vector<int> flags = solver_.solve(patches, frame_.image(), batch.regularize,
-                                                     batch.psferr, times);
+                                                     batch.psferr, indefinite, times);
         const cuda::HostOutputs out = solver_.host_outputs();
         std::vector<const PatchGeometry*> retry;
         std::vector<std::size_t> retry_index;
@@ -231,8 +235,13 @@ private:
             retry_index.push_back(chunk.first + k);
         }
         if (retry.empty()) return;
-        const std::vector<int> retry_flags = solver_.solve(
-            retry, frame_.image(), SolverConstants::retry_regularize, batch.psferr, times);
+        int retry_indefinite = -1;
+        for (std::size_t k = 0; k < retry_index.size(); ++k) {
+            if (long(retry_index[k]) == forced) retry_indefinite = int(k);
+        }
+        const std::vector<int> retry_flags =
+            solver_.solve(retry, frame_.image(), SolverConstants::retry_regularize, batch.psferr,
+                          retry_indefinite, times);
         const cuda::HostOutputs retry_out = solver_.host_outputs();
         for (std::size_t k = 0; k < retry.size(); ++k) {
             PatchResult& r = results[retry_index[k]];

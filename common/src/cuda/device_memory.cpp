@@ -20,6 +20,7 @@ std::string mib(std::size_t bytes) { return std::to_string((bytes + (1u << 19)) 
 void MemoryLedger::add(std::size_t bytes)
 {
     held += bytes;
+    ++buffers;
     peak = std::max(peak, held);
 }
 

@@ -15,8 +15,13 @@ namespace ex2d::cuda {
 struct MemoryLedger {
     std::size_t held = 0;
     std::size_t peak = 0;
+    std::size_t buffers = 0;  ///< allocations held (each may round up to the driver's page)
     void add(std::size_t bytes);
-    void remove(std::size_t bytes) { held -= bytes; }
+    void remove(std::size_t bytes)
+    {
+        held -= bytes;
+        --buffers;
+    }
 };
 
 /// cudaMalloc with a message naming the buffer, its size and the ledger on failure.

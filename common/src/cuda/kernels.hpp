@@ -113,9 +113,10 @@ void launch_gather(const DeviceLayout& layout, const DeviceImage& image, const S
 void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const SpotBox& box,
                  const ChunkBuffers& chunk, cudaStream_t stream);
 /// Adds alpha^2 + 1e-15 to the diagonal (alpha from minweight or `regularize`), puts 1 on
-/// the diagonal of dummy slots, and copies y into x for the solve.
+/// the diagonal of dummy slots, and copies y into x for the solve. Patch
+/// `indefinite_patch` (tests only; -1 none) gets -1 as its first diagonal element.
 void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, double regularize,
-                       cudaStream_t stream);
+                       int indefinite_patch, cudaStream_t stream);
 /// Unit columns E for the kept fibres into z (z must be zeroed first).
 void launch_unit_columns(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream);
 /// Sets kFlagFactor where the batched Cholesky reported a non-zero info.
