@@ -160,6 +160,32 @@ TEST(CudaBackend, MatchesCpuOnTwoRealPsfBundles)
     expect_parity(extract(f, psf.value(), opt, *cpu), extract(f, psf.value(), opt, *gpu));
 }
 
+// A weight of 1e-40 is a float32 denormal: sent as is it would vanish on the device and mask
+// pixels the CPU keeps. It travels as FLT_MIN instead, so masks and pixmask_fraction agree.
+TEST(CudaBackend, DenormalWeightsKeepTheirPixelsLikeTheCpu)
+{
+    EX2D_REQUIRE_CUDA_DEVICE();
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    ExtractionOptions opt = two_bundles(50);
+    opt.nspec = 25;
+    Frame f = simulate(psf, opt, 37);
+    const Spot spot = evaluate_spot(psf, 60, 6800.0);
+    long changed = 0;
+    for (int row = spot.yc - 40; row < spot.yc + 40; ++row) {
+        for (int col = spot.xc; col < spot.xc + 17; ++col) {
+            const std::size_t pix = std::size_t(row) * f.sim.preproc.nx + col;
+            if (f.weights[pix] > 0) {
+                f.weights[pix] = 1e-40;
+                ++changed;
+            }
+        }
+    }
+    ASSERT_GT(changed, 1000);
+    auto cpu = make_cpu_backend(0);
+    auto gpu = cuda_backend();
+    expect_parity(extract(f, psf, opt, *cpu), extract(f, psf, opt, *gpu));
+}
+
 TEST(CudaBackend, NanPixelFailsItsPatchesCleanlyLikeTheCpu)
 {
     EX2D_REQUIRE_CUDA_DEVICE();
