@@ -16,8 +16,6 @@ static_assert(sizeof(lapack_int) == sizeof(int), "PatchWorkspace keeps LAPACK's 
 
 namespace {
 
-double seconds_since(double start) { return thread_cpu_seconds() - start; }
-
 // Rows of Z per rank-k update in covariance_block, in units of nfiber (one wavelength each).
 constexpr int kRowsPerBlock = 8;
 // Stamp sides are at most 63 pixels (check_stamp_limits in psf.cpp).
@@ -293,9 +291,8 @@ void apply_q(int n, PatchWorkspace& ws, const double* x, int x_stride, std::vect
 
 SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay, int kd,
                                    double regularize, bool make_indefinite, PatchWorkspace& ws,
-                                   PatchResult& result, StageTimes& times)
+                                   PatchResult& result, StageClock& clock, StageTimes& times)
 {
-    double t0 = thread_cpu_seconds();
     const int m = lay.nunknown, ldab = kd + 1;
     ws.band.assign(size_t(ldab) * m, 0.0);
     for (size_t p = 0; p < ws.couplings.size(); ++p) {
@@ -321,16 +318,14 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         !all_finite(ws.xflux.data(), m)) {
         return {false, "non-finite deconvolved flux"};
     }
-    times.solve += seconds_since(t0);
+    clock.charge(times.solve);
 
     const int nd = lay.ny / 2, ndiag = 2 * nd + 1, nw = lay.nwave, nf = lay.nfiber;
     const int ncore_f = patch.ncore_fiber(), ncore_w = patch.ncore_wave;
     for (int cf = 0; cf < ncore_f; ++cf) {
         const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
-        t0 = thread_cpu_seconds();
         covariance_block(lay, kd, f, ws);
-        times.solve += seconds_since(t0);
-        t0 = thread_cpu_seconds();
+        clock.charge(times.solve);
         if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
         // B&S eqs. 12-13: R = diag(1/s) Q with s the row sums of Q; f~ = R f = diag(1/s) Q f.
         ws.ones.assign(nw, 1.0);
@@ -351,7 +346,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
                     q_entry(nw, ws, row, j) / ws.row_sums[row];
             }
         }
-        times.decorrelate += seconds_since(t0);
+        clock.charge(times.decorrelate);
     }
     if (!all_finite(result.flux.data(), result.flux.size()) ||
         !all_finite(result.ivar.data(), result.ivar.size()) ||
@@ -428,11 +423,11 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     result.status = PatchStatus::ok;
     result.failure.clear();
 
-    double t0 = thread_cpu_seconds();
+    StageClock clock;
     std::vector<SpotRect>& rects = ws.rects;
     gather_spots(patch, spots, image, lay, rects, ws);
     const int kd = couple_spots(patch, spots, lay, rects, ws);
-    times.build += seconds_since(t0);
+    clock.charge(times.build);
     for (int cf = 0; cf < patch.ncore_fiber(); ++cf) {
         const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
         for (int jj = 0; jj < patch.ncore_wave; ++jj) {
@@ -442,12 +437,12 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
     }
 
     SolveOutcome outcome =
-        solve_and_decorrelate(patch, lay, kd, regularize, make_indefinite, ws, result, times);
+        solve_and_decorrelate(patch, lay, kd, regularize, make_indefinite, ws, result, clock, times);
     if (!outcome.ok) {
         result.status = PatchStatus::retried;
         result.failure = outcome.reason;
         outcome = solve_and_decorrelate(patch, lay, kd, SolverConstants::retry_regularize,
-                                        make_indefinite, ws, result, times);
+                                        make_indefinite, ws, result, clock, times);
     }
     if (!outcome.ok) {
         const std::vector<double> pixmask = result.pixmask_fraction;
@@ -457,9 +452,8 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
         result.failure += "; retry: " + outcome.reason;
         return;
     }
-    t0 = thread_cpu_seconds();
     compute_chi2pix(patch, spots, image, lay, rects, psferr, ws, result);
-    times.chi2 += seconds_since(t0);
+    clock.charge(times.chi2);
 }
 
 }  // namespace ex2d::cpu
