@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 
+#include "band_solve.hpp"
 #include "cpu_clock.hpp"
 
 namespace ex2d::cpu {
@@ -172,51 +173,22 @@ bool all_finite(const double* x, size_t n)
 }
 
 // Diagonal block C_ss of C = iCov^-1 for fibre f: with iCov = L L^T, C_ss = Z^T Z where
-// Z = L^-1 E_s. Z is solved by blocks of rows, each one GEMM with the band of L left of the
-// block and one triangular solve with its diagonal block, so the work runs in level-3 BLAS.
-// Column w of Z is zero above row w*nfiber + f, so a block only carries the columns started
-// by its last row, and Z^T Z is summed block by block over those columns: about a third of
-// the flops of one rank-k update over all of Z.
-void covariance_block(const Layout& lay, int kd, int f, PatchWorkspace& ws)
+// Z = L^-1 E_s (solve_unit_columns, from the rows of L in ws.factor_rows). Column w of Z is
+// zero above row w*nfiber + f, so Z^T Z is summed over blocks of rows, each over the columns
+// its last row has started: about a third of the flops of one rank-k update over all of Z.
+void covariance_block(const Layout& lay, int f, PatchWorkspace& ws)
 {
-    const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber, ldab = kd + 1;
-    const double* factor = ws.band_factor.data();
-    auto band = [&](int i, int j) {
-        return i - j <= kd ? factor[(i - j) + size_t(j) * ldab] : 0.0;
-    };
+    const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber;
+    const int ldz = (nw + kBandSolveChunk - 1) / kBandSolveChunk * kBandSolveChunk;
     auto active_columns = [&](int k) { return k >= f ? std::min(nw, (k - f) / nf + 1) : 0; };
-    // Whole wavelengths per block, and at least kd rows, so that the rows of L's band left of
-    // a block all lie in the block before it (whose columns are all computed).
-    const int block_rows = std::max(kRowsPerBlock, (kd + nf - 1) / nf) * nf;
-    ws.z.resize(size_t(m) * nw);
+    const int block_rows = kRowsPerBlock * nf;
+    ws.z.resize(size_t(m) * ldz);
+    solve_unit_columns(ws.factor_rows, f, nf, nw, block_rows, ws.z.data(), ldz);
     ws.cov_block.assign(size_t(nw) * nw, 0.0);
     for (int k0 = f; k0 < m; k0 += block_rows) {
-        const int k1 = std::min(m, k0 + block_rows), rows = k1 - k0;
-        const int cols = active_columns(k1 - 1);
-        double* zk = &ws.z[size_t(k0) * nw];
-        for (int k = k0; k < k1; ++k) {
-            double* row = zk + size_t(k - k0) * nw;
-            std::fill(row, row + cols, 0.0);
-            if ((k - f) % nf == 0) row[(k - f) / nf] = 1.0;
-        }
-        const int p0 = std::max(f, k0 - kd), nprev = k0 - p0;
-        if (nprev > 0) {
-            ws.l_left.resize(size_t(rows) * nprev);
-            for (int i = 0; i < rows; ++i) {
-                for (int j = 0; j < nprev; ++j) ws.l_left[size_t(i) * nprev + j] = band(k0 + i, p0 + j);
-            }
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, active_columns(k0 - 1),
-                        nprev, -1.0, ws.l_left.data(), nprev, &ws.z[size_t(p0) * nw], nw, 1.0, zk,
-                        nw);
-        }
-        ws.l_diag.assign(size_t(rows) * rows, 0.0);
-        for (int i = 0; i < rows; ++i) {
-            for (int j = std::max(0, i - kd); j <= i; ++j) ws.l_diag[size_t(i) * rows + j] = band(k0 + i, k0 + j);
-        }
-        cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, rows, cols,
-                    1.0, ws.l_diag.data(), rows, zk, nw);
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, rows, 1.0, zk, nw, 1.0,
-                    ws.cov_block.data(), nw);
+        const int k1 = std::min(m, k0 + block_rows);
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, active_columns(k1 - 1), k1 - k0, 1.0,
+                    &ws.z[size_t(k0) * ldz], ldz, 1.0, ws.cov_block.data(), nw);
     }
 }
 
@@ -318,13 +290,14 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         !all_finite(ws.xflux.data(), m)) {
         return {false, "non-finite deconvolved flux"};
     }
+    band_rows_from_factor(ws.band_factor.data(), m, kd, ws.factor_rows);
     clock.charge(times.solve);
 
     const int nd = lay.ny / 2, ndiag = 2 * nd + 1, nw = lay.nwave, nf = lay.nfiber;
     const int ncore_f = patch.ncore_fiber(), ncore_w = patch.ncore_wave;
     for (int cf = 0; cf < ncore_f; ++cf) {
         const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
-        covariance_block(lay, kd, f, ws);
+        covariance_block(lay, f, ws);
         clock.charge(times.solve);
         if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
         // B&S eqs. 12-13: R = diag(1/s) Q with s the row sums of Q; f~ = R f = diag(1/s) Q f.

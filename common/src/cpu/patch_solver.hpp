@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "band_solve.hpp"
 #include "ex2d/extraction_backend.hpp"
 
 namespace ex2d::cpu {
@@ -31,7 +32,7 @@ struct PatchWorkspace {
     std::vector<double> z, cov_block, eigval, row_sums;
     std::vector<double> q_factor;  // U with Q = U U^T, row-major
     std::vector<double> q_scratch, ones, q_times_flux;
-    std::vector<double> l_left, l_diag;  // dense blocks of L for the blocked solve of Z
+    BandRows factor_rows;  // rows of iCov's Cholesky factor, for the solves of Z
     std::vector<double> eig_work;  // dsyevd workspace for blocks of eig_size
     std::vector<int> eig_iwork;
     int eig_size = 0;

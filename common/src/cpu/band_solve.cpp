@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "band_solve.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ex2d::cpu {
+
+namespace {
+
+// Four doubles in one vector register where the target has them (AVX2 in the portable
+// build); the compiler splits it into halves on narrower targets.
+using Vec4 = double __attribute__((vector_size(32)));
+
+Vec4 load(const double* p)
+{
+    Vec4 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+void store(double* p, Vec4 v) { std::memcpy(p, &v, sizeof v); }
+
+Vec4 splat(double x) { return Vec4{x, x, x, x}; }
+
+}  // namespace
+
+void band_rows_from_factor(const double* factor, int m, int kd, BandRows& out)
+{
+    const int ldab = kd + 1;
+    out.m = m;
+    out.kd = kd;
+    out.rows.assign(size_t(m) * ldab, 0.0);
+    out.inv_diag.resize(m);
+    for (int k = 0; k < m; ++k) {
+        double* row = &out.rows[size_t(k) * ldab];
+        for (int j = std::max(0, k - kd); j <= k; ++j) row[j - (k - kd)] = factor[(k - j) + size_t(j) * ldab];
+        out.inv_diag[k] = 1.0 / row[kd];
+    }
+}
+
+void solve_unit_columns(const BandRows& factor, int first_row, int row_step, int ncols,
+                        int zero_rows_before, double* z, int ldz)
+{
+    const int m = factor.m, kd = factor.kd;
+    for (int c0 = 0; c0 < ldz; c0 += kBandSolveChunk) {
+        // Every column of the pass starts at or after the unit row of its first column;
+        // rows between are computed too, and come out exactly zero.
+        const int start = std::min(m, first_row + c0 * row_step);
+        for (int k = std::max(0, start - zero_rows_before); k < start; ++k) {
+            std::fill(z + size_t(k) * ldz + c0, z + size_t(k) * ldz + c0 + kBandSolveChunk, 0.0);
+        }
+        for (int k = start; k < m; ++k) {
+            // Two running sums per half, over alternate rows of the band, so that consecutive
+            // multiply-adds do not wait on each other.
+            Vec4 lo_even{}, hi_even{}, lo_odd{}, hi_odd{};
+            const int unit = k - first_row;
+            if (unit % row_step == 0 && unit / row_step < ncols) {
+                const int w = unit / row_step - c0;
+                if (w >= 0 && w < 4) lo_even[w] = 1.0;
+                if (w >= 4 && w < kBandSolveChunk) hi_even[w - 4] = 1.0;
+            }
+            const double* lrow = &factor.rows[size_t(k) * (kd + 1)] + kd - k;  // lrow[j] = L(k, j)
+            int j = std::max(start, k - kd);
+            for (; j + 1 < k; j += 2) {
+                const double* z0 = z + size_t(j) * ldz + c0;
+                const double* z1 = z0 + ldz;
+                const Vec4 l0 = splat(lrow[j]), l1 = splat(lrow[j + 1]);
+                lo_even -= l0 * load(z0);
+                hi_even -= l0 * load(z0 + 4);
+                lo_odd -= l1 * load(z1);
+                hi_odd -= l1 * load(z1 + 4);
+            }
+            if (j < k) {
+                const double* z0 = z + size_t(j) * ldz + c0;
+                const Vec4 l0 = splat(lrow[j]);
+                lo_even -= l0 * load(z0);
+                hi_even -= l0 * load(z0 + 4);
+            }
+            const Vec4 inv = splat(factor.inv_diag[k]);
+            double* out = z + size_t(k) * ldz + c0;
+            store(out, (lo_even + lo_odd) * inv);
+            store(out + 4, (hi_even + hi_odd) * inv);
+        }
+    }
+}
+
+}  // namespace ex2d::cpu
