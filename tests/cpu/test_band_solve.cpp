@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The band forward substitution behind the covariance blocks (Z = L^-1 E), against a plain
-// dense substitution: values, exact zeros above each unit row, zero padding columns.
+// The band kernels behind the solve and the covariance blocks: the Cholesky factorization
+// against LAPACK's dpbtrf (factor and failure row), and the forward substitution Z = L^-1 E
+// against a plain dense substitution (values, exact zeros above each unit row, padding).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -14,18 +15,54 @@
 namespace ex2d::cpu {
 namespace {
 
-TEST(BandSolve, UnitColumnsMatchADenseForwardSubstitution)
+// A random symmetric band matrix in LAPACK lower band storage, positive definite when the
+// diagonal dominates.
+std::vector<double> random_band(int m, int kd, double diagonal, unsigned seed)
 {
-    const int m = 41, kd = 7, first_row = 2, row_step = 3, ncols = 13, ldz = 16, zero_rows = 6;
-    // A random symmetric positive definite band matrix in LAPACK lower band storage.
-    std::mt19937 rng(5);
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     std::vector<double> band(size_t(kd + 1) * m, 0.0);
     for (int j = 0; j < m; ++j) {
-        band[size_t(j) * (kd + 1)] = 2.0 * kd + 1.0;
+        band[size_t(j) * (kd + 1)] = diagonal + uniform(rng);
         for (int d = 1; d <= kd && j + d < m; ++d) band[d + size_t(j) * (kd + 1)] = uniform(rng);
     }
-    ASSERT_EQ(LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, band.data(), kd + 1), 0);
+    return band;
+}
+
+TEST(BandSolve, CholeskyMatchesLapack)
+{
+    const int m = 57, kd = 9;
+    const std::vector<double> a = random_band(m, kd, 2.0 * kd + 1.0, 3);
+    std::vector<double> ours = a, lapack = a;
+    ASSERT_EQ(band_cholesky(ours.data(), m, kd), 0);
+    ASSERT_EQ(LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, lapack.data(), kd + 1), 0);
+    for (int j = 0; j < m; ++j) {
+        for (int d = 0; d <= kd && j + d < m; ++d) {
+            const size_t k = d + size_t(j) * (kd + 1);
+            EXPECT_NEAR(ours[k], lapack[k], 1e-14 * std::max(1.0, std::abs(lapack[k]))) << j << "," << d;
+        }
+    }
+}
+
+TEST(BandSolve, CholeskyReportsTheRowThatIsNotPositiveAsLapackDoes)
+{
+    const int m = 40, kd = 6;
+    for (const double diagonal : {0.5, 1.5, 3.0}) {  // indefinite for the smaller diagonals
+        const std::vector<double> a = random_band(m, kd, diagonal, 11);
+        std::vector<double> ours = a, lapack = a;
+        const int expected = LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, lapack.data(), kd + 1);
+        EXPECT_EQ(band_cholesky(ours.data(), m, kd), expected) << "diagonal " << diagonal;
+    }
+    std::vector<double> nan_pivot = random_band(m, kd, 20.0, 13);
+    nan_pivot[size_t(7) * (kd + 1)] = std::nan("");
+    EXPECT_EQ(band_cholesky(nan_pivot.data(), m, kd), 8);
+}
+
+TEST(BandSolve, UnitColumnsMatchADenseForwardSubstitution)
+{
+    const int m = 41, kd = 7, first_row = 2, row_step = 3, ncols = 13, ldz = 16, zero_rows = 6;
+    std::vector<double> band = random_band(m, kd, 2.0 * kd + 1.0, 5);
+    ASSERT_EQ(band_cholesky(band.data(), m, kd), 0);
     std::vector<double> dense(size_t(m) * m, 0.0);  // L, row-major
     for (int j = 0; j < m; ++j) {
         for (int i = j; i <= std::min(m - 1, j + kd); ++i) dense[size_t(i) * m + j] = band[(i - j) + size_t(j) * (kd + 1)];

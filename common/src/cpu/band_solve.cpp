@@ -2,6 +2,7 @@
 #include "band_solve.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace ex2d::cpu {
@@ -24,6 +25,28 @@ void store(double* p, Vec4 v) { std::memcpy(p, &v, sizeof v); }
 Vec4 splat(double x) { return Vec4{x, x, x, x}; }
 
 }  // namespace
+
+int band_cholesky(double* band, int m, int kd)
+{
+    const int ldab = kd + 1;
+    // Right-looking, column by column as LAPACK's dpbtf2, with the rank-one update of the
+    // trailing triangle written out so that each column of it is one vectorised loop.
+    for (int j = 0; j < m; ++j) {
+        double* col = band + size_t(j) * ldab;  // col[d] = A(j + d, j)
+        const double pivot = col[0];
+        if (!(pivot > 0)) return j + 1;
+        col[0] = std::sqrt(pivot);
+        const double inv = 1.0 / col[0];
+        const int len = std::min(kd, m - 1 - j);
+        for (int d = 1; d <= len; ++d) col[d] *= inv;
+        for (int b = 1; b <= len; ++b) {
+            const double lb = col[b];
+            double* trailing = band + size_t(j + b) * ldab - b;  // trailing[a] = A(j + a, j + b)
+            for (int a = b; a <= len; ++a) trailing[a] -= col[a] * lb;
+        }
+    }
+    return 0;
+}
 
 void band_rows_from_factor(const double* factor, int m, int kd, BandRows& out)
 {
@@ -50,15 +73,21 @@ void solve_unit_columns(const BandRows& factor, int first_row, int row_step, int
         for (int k = std::max(0, start - zero_rows_before); k < start; ++k) {
             std::fill(z + size_t(k) * ldz + c0, z + size_t(k) * ldz + c0 + kBandSolveChunk, 0.0);
         }
+        // Column c0 + next_unit has its unit in row unit_row (no division in the row loop).
+        int next_unit = 0;
+        int unit_row = first_row + c0 * row_step;
         for (int k = start; k < m; ++k) {
             // Two running sums per half, over alternate rows of the band, so that consecutive
             // multiply-adds do not wait on each other.
             Vec4 lo_even{}, hi_even{}, lo_odd{}, hi_odd{};
-            const int unit = k - first_row;
-            if (unit % row_step == 0 && unit / row_step < ncols) {
-                const int w = unit / row_step - c0;
-                if (w >= 0 && w < 4) lo_even[w] = 1.0;
-                if (w >= 4 && w < kBandSolveChunk) hi_even[w - 4] = 1.0;
+            if (k == unit_row && next_unit < kBandSolveChunk && c0 + next_unit < ncols) {
+                if (next_unit < 4) {
+                    lo_even[next_unit] = 1.0;
+                } else {
+                    hi_even[next_unit - 4] = 1.0;
+                }
+                ++next_unit;
+                unit_row += row_step;
             }
             const double* lrow = &factor.rows[size_t(k) * (kd + 1)] + kd - k;  // lrow[j] = L(k, j)
             int j = std::max(start, k - kd);

@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// Forward substitution with a band Cholesky factor for many unit right-hand sides at once:
-// Z = L^-1 E in the covariance blocks of B&S eqs. 10-11 (C_ss = Z^T Z). Small band solves
-// are where a general-purpose BLAS is least efficient (a GEMM and a TRSM per block of 40
-// rows ran at a fifth of the core's peak), so this one is written for the shape at hand.
+// The band Cholesky factorization of iCov (B&S eq. 4) and the forward substitution with its
+// factor for many unit right-hand sides at once: Z = L^-1 E in the covariance blocks of B&S
+// eqs. 10-11 (C_ss = Z^T Z). Small band problems are where a general-purpose BLAS and
+// LAPACK are least efficient (a GEMM and a TRSM per block of 40 rows ran at a fifth of the
+// core's peak; dpbtrf makes a few small BLAS calls per column), so these are written for
+// the shapes at hand.
 
 #include <vector>
 
 namespace ex2d::cpu {
+
+/// Cholesky factorization A = L L^T in place, in LAPACK's lower band storage (as dpbtrf with
+/// UPLO = 'L', leading dimension kd + 1). Returns 0, or k + 1 where the pivot of row k is not
+/// positive (or NaN): A is not positive definite, as dpbtrf's INFO = k + 1.
+int band_cholesky(double* band, int m, int kd);
 
 /// Rows of a lower band factor L (half-width kd) laid out for forward substitution: row k
 /// holds L(k, k - kd .. k), zero-padded before column 0, and the inverse of L(k, k).

@@ -281,7 +281,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
     }
     if (make_indefinite) ws.band[0] = -1.0;
     ws.band_factor = ws.band;
-    if (LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, ws.band_factor.data(), ldab) != 0) {
+    if (band_cholesky(ws.band_factor.data(), m, kd) != 0) {
         return {false, "iCov is not positive definite"};
     }
     ws.xflux = ws.rhs;
