@@ -251,6 +251,41 @@ TEST(PreprocIo, MissingAndTruncatedFilesAreIoErrors)
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
     EXPECT_NE(r.status().message().find(cut), std::string::npos);
+    // The same through the column reader, which reads rows straight from the file.
+    r = ex2d::read_preproc(cut, ex2d::ColumnRange{10, 20});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(cut), std::string::npos);
+}
+
+// Columns are read straight from the file only where the stored floats are the values; a
+// scaled plane (BSCALE) goes through CFITSIO and comes out scaled, as the whole plane does.
+TEST(PreprocIo, ScaledPlanesAreReadThroughCfitsio)
+{
+    ex2d::test::TempDir dir;
+    const ex2d::PreprocImage img = sample_image();
+    const std::string path = dir.file("scaled.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, img).is_ok());
+    fitsfile* f = nullptr;
+    int status = 0;
+    fits_open_file(&f, path.c_str(), READWRITE, &status);
+    double bscale = 2.0;
+    fits_update_key(f, TDOUBLE, "BSCALE", &bscale, nullptr, &status);
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+
+    auto whole = ex2d::read_preproc(path);
+    auto part = ex2d::read_preproc(path, ex2d::ColumnRange{1, 4});
+    ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+    ASSERT_TRUE(part.is_ok()) << part.status().to_string();
+    for (int row = 0; row < img.ny; ++row) {
+        for (int c = 0; c < 3; ++c) {
+            const size_t k = size_t(row) * img.nx + 1 + c;
+            EXPECT_EQ(whole.value().image[k], 2.0 * img.image[k]);
+            EXPECT_EQ(part.value().image[size_t(row) * 3 + c], whole.value().image[k]);
+            EXPECT_EQ(part.value().ivar[size_t(row) * 3 + c], img.ivar[k]);
+        }
+    }
 }
 
 /// A file with IMAGE and IVAR of [4][3] and a MASK of shape [mask_ny][3]; MASK absent when

@@ -1,30 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "band_solve.hpp"
 
+#include "vector_ops.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 namespace ex2d::cpu {
-
-namespace {
-
-// Four doubles in one vector register where the target has them (AVX2 in the portable
-// build); the compiler splits it into halves on narrower targets.
-using Vec4 = double __attribute__((vector_size(32)));
-
-Vec4 load(const double* p)
-{
-    Vec4 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-void store(double* p, Vec4 v) { std::memcpy(p, &v, sizeof v); }
-
-Vec4 splat(double x) { return Vec4{x, x, x, x}; }
-
-}  // namespace
 
 int band_cholesky(double* band, int m, int kd)
 {
@@ -94,22 +76,22 @@ void solve_unit_columns(const BandRows& factor, int first_row, int row_step, int
             for (; j + 1 < k; j += 2) {
                 const double* z0 = z + size_t(j) * ldz + c0;
                 const double* z1 = z0 + ldz;
-                const Vec4 l0 = splat(lrow[j]), l1 = splat(lrow[j + 1]);
-                lo_even -= l0 * load(z0);
-                hi_even -= l0 * load(z0 + 4);
-                lo_odd -= l1 * load(z1);
-                hi_odd -= l1 * load(z1 + 4);
+                const Vec4 l0 = splat4(lrow[j]), l1 = splat4(lrow[j + 1]);
+                lo_even -= l0 * load4(z0);
+                hi_even -= l0 * load4(z0 + 4);
+                lo_odd -= l1 * load4(z1);
+                hi_odd -= l1 * load4(z1 + 4);
             }
             if (j < k) {
                 const double* z0 = z + size_t(j) * ldz + c0;
-                const Vec4 l0 = splat(lrow[j]);
-                lo_even -= l0 * load(z0);
-                hi_even -= l0 * load(z0 + 4);
+                const Vec4 l0 = splat4(lrow[j]);
+                lo_even -= l0 * load4(z0);
+                hi_even -= l0 * load4(z0 + 4);
             }
-            const Vec4 inv = splat(factor.inv_diag[k]);
+            const Vec4 inv = splat4(factor.inv_diag[k]);
             double* out = z + size_t(k) * ldz + c0;
-            store(out, (lo_even + lo_odd) * inv);
-            store(out + 4, (hi_even + hi_odd) * inv);
+            store4(out, (lo_even + lo_odd) * inv);
+            store4(out + 4, (hi_even + hi_odd) * inv);
         }
     }
 }

@@ -10,6 +10,7 @@
 
 #include "band_solve.hpp"
 #include "cpu_clock.hpp"
+#include "vector_ops.hpp"
 
 namespace ex2d::cpu {
 
@@ -238,9 +239,7 @@ double q_entry(int n, const PatchWorkspace& ws, int i, int j)
 {
     const double* ui = &ws.q_factor[size_t(i) * n];
     const double* uj = &ws.q_factor[size_t(j) * n];
-    double sum = 0;
-    for (int k = 0; k < n; ++k) sum += ui[k] * uj[k];
-    return sum;
+    return dot(ui, uj, n);
 }
 
 // out = Q x = U (U^T x); x of length n with stride x_stride.
@@ -253,12 +252,7 @@ void apply_q(int n, PatchWorkspace& ws, const double* x, int x_stride, std::vect
         for (int k = 0; k < n; ++k) ws.q_scratch[k] += ui[k] * xi;
     }
     out.resize(n);
-    for (int i = 0; i < n; ++i) {
-        const double* ui = &ws.q_factor[size_t(i) * n];
-        double sum = 0;
-        for (int k = 0; k < n; ++k) sum += ui[k] * ws.q_scratch[k];
-        out[i] = sum;
-    }
+    for (int i = 0; i < n; ++i) out[i] = dot(&ws.q_factor[size_t(i) * n], ws.q_scratch.data(), n);
 }
 
 SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay, int kd,

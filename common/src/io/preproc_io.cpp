@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "direct_image_read.hpp"
 #include "ex2d/logging.hpp"
 #include "fits_util.hpp"
 
@@ -22,6 +23,12 @@ Status read_columns(fitsfile* f, const std::string& path, const std::string& nam
     const long long npix = (long long)ny * (columns.end - columns.begin);
     if (columns.begin == 0 && columns.end == nx) {
         return fits::read_pixels(f, path, name, datatype, npix, out);
+    }
+    if (datatype == TDOUBLE) {
+        EX2D_ASSIGN_OR_RETURN(const bool read, fits::read_float_columns_direct(
+                                                   f, path, name, ny, nx, columns.begin,
+                                                   columns.end, static_cast<double*>(out)));
+        if (read) return Status::ok();
     }
     long first[2] = {columns.begin + 1, 1};
     long last[2] = {columns.end, ny};
