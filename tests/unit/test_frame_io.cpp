@@ -290,7 +290,7 @@ TEST(FrameIo, ReadFrameRoundTrip)
     EXPECT_EQ(f.nspec, kNspec);
     EXPECT_EQ(f.nwave, kNwave);
     EXPECT_EQ(f.ndiag, kNdiag);
-    auto as_float = [](const std::vector<double>& v) {
+    auto as_float = [](const auto& v) {
         std::vector<double> out;
         for (double x : v) out.push_back(double(float(x)));
         return out;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ex2d/scratch_allocator.hpp"
+
 namespace ex2d {
 
 /// Extraction settings; defaults are desi_extract_spectra's (shared datamodel 4.1).
@@ -120,7 +122,7 @@ struct ExtractedFrame {
     std::vector<double> flux;             ///< electrons / A
     std::vector<double> ivar;             ///< (electrons / A)^-2
     std::vector<std::uint32_t> mask;      ///< specmask bits
-    std::vector<double> resolution;       ///< [nspec][ndiag][nwave]
+    LargeArray<double> resolution;        ///< [nspec][ndiag][nwave]
     std::vector<double> chi2pix;
     std::vector<double> pixmask_fraction;
     std::vector<double> xflux;            ///< deconvolved flux, electrons per bin

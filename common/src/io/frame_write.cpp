@@ -177,7 +177,8 @@ Status write_image(fitsfile* f, const std::string& path, const std::string& name
     return finish_hdu(f, path, name);
 }
 
-std::vector<float> to_float(const std::vector<double>& v)
+template <class Array>
+std::vector<float> to_float(const Array& v)
 {
     return std::vector<float>(v.begin(), v.end());
 }

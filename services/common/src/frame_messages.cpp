@@ -273,7 +273,7 @@ Result<FrameOutputs> decode_result(const wire::IncomingMessage& m)
     f.flux = m.copy_array<double>(1);
     f.ivar = m.copy_array<double>(2);
     f.mask = m.copy_array<std::uint32_t>(3);
-    f.resolution = m.copy_array<double>(4);
+    f.resolution = m.copy_array<double, LargeArrayAllocator<double>>(4);
     f.chi2pix = m.copy_array<double>(5);
     f.pixmask_fraction = m.copy_array<double>(6);
     f.xflux = m.copy_array<double>(7);

@@ -91,10 +91,11 @@ struct ArrayPart {
     std::size_t nbytes = 0;
 
     /// Takes ownership of `values` (moved into a shared buffer).
-    template <typename T>
-    static ArrayPart from_vector(DType dtype, std::vector<T> values, std::vector<std::int32_t> shape)
+    template <typename T, typename Alloc>
+    static ArrayPart from_vector(DType dtype, std::vector<T, Alloc> values,
+                                 std::vector<std::int32_t> shape)
     {
-        auto holder = std::make_shared<std::vector<T>>(std::move(values));
+        auto holder = std::make_shared<std::vector<T, Alloc>>(std::move(values));
         ArrayPart part;
         part.dtype = dtype;
         part.shape = std::move(shape);
@@ -134,13 +135,14 @@ struct IncomingMessage {
     /// Element count of array i.
     std::size_t count(std::size_t i) const;
     /// Copies array i into a vector of T; dtype must match exactly (ex2d::Error otherwise).
-    template <typename T>
-    std::vector<T> copy_array(std::size_t i) const
+    /// Alloc: LargeArrayAllocator<T> for frame-sized arrays.
+    template <typename T, typename Alloc = std::allocator<T>>
+    std::vector<T, Alloc> copy_array(std::size_t i) const
     {
         expect_dtype(i, DTypeOf<T>::value);
         // memcpy, not a cast: a part received over tcp may start at any offset of libzmq's
         // receive buffer, so its bytes need not be aligned for T.
-        std::vector<T> values(parts.at(i).size() / sizeof(T));
+        std::vector<T, Alloc> values(parts.at(i).size() / sizeof(T));
         if (!values.empty()) {
             std::memcpy(values.data(), parts.at(i).data(), values.size() * sizeof(T));
         }
