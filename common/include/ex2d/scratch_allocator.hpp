@@ -50,18 +50,21 @@ struct LargeArrayAllocator {
 template <class T>
 using LargeArray = std::vector<T, LargeArrayAllocator<T>>;
 
-/// Elements are default-initialised (doubles are not zeroed on resize): one pass over the
-/// memory is saved where every element is written anyway.
+/// The same memory with elements default-initialised (doubles are not zeroed on resize): one
+/// pass over the memory is saved where every element is written anyway.
 template <class T>
-struct ScratchAllocator {
+struct ScratchAllocator : LargeArrayAllocator<T> {
     using value_type = T;
+    template <class U>
+    struct rebind {
+        using other = ScratchAllocator<U>;
+    };
 
     ScratchAllocator() = default;
     template <class U>
-    ScratchAllocator(const ScratchAllocator<U>&) noexcept {}
-
-    T* allocate(std::size_t n) { return static_cast<T*>(detail::allocate_scratch(n * sizeof(T))); }
-    void deallocate(T* p, std::size_t n) noexcept { detail::free_scratch(p, n * sizeof(T)); }
+    ScratchAllocator(const ScratchAllocator<U>&) noexcept
+    {
+    }
 
     template <class U>
     void construct(U* p) noexcept
@@ -72,17 +75,6 @@ struct ScratchAllocator {
     void construct(U* p, Args&&... args)
     {
         ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-    }
-
-    template <class U>
-    bool operator==(const ScratchAllocator<U>&) const noexcept
-    {
-        return true;
-    }
-    template <class U>
-    bool operator!=(const ScratchAllocator<U>&) const noexcept
-    {
-        return false;
     }
 };
 
