@@ -234,11 +234,7 @@ TEST(ExtractTiny, IndefiniteIcovFailsItsPatchAloneAndSaysWhy)
 {
     const TinySetup setup(17);
     const WaveGrids grids = make_wave_grids(setup.psf, setup.opt);
-    PatchBatch batch;
-    batch.psf = &setup.psf;
-    batch.image = setup.view();
-    batch.padded_wave = &grids.padded;
-    batch.patches = plan_patches(setup.psf, setup.opt, grids, setup.psf.npix_y, setup.psf.npix_x);
+    PatchBatch batch = plan_batch(setup.view(), setup.psf, setup.opt, grids);
     ASSERT_GT(batch.patches.size(), 20u);
     auto backend = make_cpu_backend(2);
     std::vector<PatchResult> clean;

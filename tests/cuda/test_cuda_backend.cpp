@@ -271,11 +271,7 @@ TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
     const ExtractionOptions opt = two_bundles(150);
     const Frame f = simulate(psf, opt, 23);
     const WaveGrids grids = make_wave_grids(psf, opt);
-    PatchBatch batch;
-    batch.psf = &psf;
-    batch.image = f.view();
-    batch.padded_wave = &grids.padded;
-    batch.patches = plan_patches(psf, opt, grids, psf.npix_y, psf.npix_x);
+    PatchBatch batch = plan_batch(f.view(), psf, opt, grids);
     batch.indefinite_patch_for_tests = long(batch.patches.size() / 3);
     auto cpu = make_cpu_backend(0);
     auto gpu = cuda_backend();

@@ -39,6 +39,12 @@ Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt
 std::vector<PatchGeometry> plan_patches(const GaussHermitePsf& psf, const ExtractionOptions& opt,
                                         const WaveGrids& grids, int ccd_ny, int ccd_nx);
 
+/// The batch extract_frame hands its backend: every patch of `opt` on `image`, with the
+/// solver settings. It points into `psf` and `grids`, which must outlive it. Throws
+/// ex2d::Error where a patch's columns fall outside an image window (a programming error).
+PatchBatch plan_batch(const ImageView& image, const GaussHermitePsf& psf,
+                      const ExtractionOptions& opt, const WaveGrids& grids);
+
 /// Extracts a frame from pixels and weights in memory. `image.weights` must already be
 /// zero at masked pixels (see PreprocImage::weights()).
 Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermitePsf& psf,

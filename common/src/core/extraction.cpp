@@ -121,6 +121,26 @@ std::vector<double> dense_resolution(const ExtractedFrame& frame, int spec)
     return r;
 }
 
+PatchBatch plan_batch(const ImageView& image, const GaussHermitePsf& psf,
+                      const ExtractionOptions& opt, const WaveGrids& grids)
+{
+    PatchBatch batch;
+    batch.psf = &psf;
+    batch.image = image;
+    batch.padded_wave = &grids.padded;
+    batch.patches = plan_patches(psf, opt, grids, image.ny, image.nx);
+    for (const PatchGeometry& p : batch.patches) {
+        if (p.col_begin < image.col_begin || p.col_end > image.col_begin + image.stride()) {
+            throw Error("extract_frame: patch columns " + std::to_string(p.col_begin) + ".." +
+                        std::to_string(p.col_end) + " are outside the image window");
+        }
+    }
+    batch.regularize = opt.regularize;
+    batch.psferr = opt.psferr >= 0 ? opt.psferr : psf.psferr;
+    batch.want_model = opt.want_model;
+    return batch;
+}
+
 Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermitePsf& psf,
                                      const ExtractionOptions& opt, ExtractionBackend& backend,
                                      const ProgressCallback& progress)
@@ -136,20 +156,7 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
     const WaveGrids grids = make_wave_grids(psf, opt);
     if (grids.wave.empty()) return Status::invalid("empty wavelength grid");
 
-    PatchBatch batch;
-    batch.psf = &psf;
-    batch.image = image;
-    batch.padded_wave = &grids.padded;
-    batch.patches = plan_patches(psf, opt, grids, image.ny, image.nx);
-    for (const PatchGeometry& p : batch.patches) {
-        if (p.col_begin < image.col_begin || p.col_end > image.col_begin + image.stride()) {
-            throw Error("extract_frame: patch columns " + std::to_string(p.col_begin) + ".." +
-                        std::to_string(p.col_end) + " are outside the image window");
-        }
-    }
-    batch.regularize = opt.regularize;
-    batch.psferr = opt.psferr >= 0 ? opt.psferr : psf.psferr;
-    batch.want_model = opt.want_model;
+    const PatchBatch batch = plan_batch(image, psf, opt, grids);
 
     ExtractedFrame frame;
     frame.specmin = opt.specmin;

@@ -274,17 +274,17 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         ws.band[size_t(u) * ldab] += alpha * alpha + SolverConstants::diag_floor;
     }
     if (make_indefinite) ws.band[0] = -1.0;
-    ws.band_factor = ws.band;
-    if (band_cholesky(ws.band_factor.data(), m, kd) != 0) {
+    // Factored in place: iCov itself is not needed again (a retry assembles it anew).
+    if (band_cholesky(ws.band.data(), m, kd) != 0) {
         return {false, "iCov is not positive definite"};
     }
     ws.xflux = ws.rhs;
-    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band_factor.data(), ldab,
+    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band.data(), ldab,
                        ws.xflux.data(), m) != 0 ||
         !all_finite(ws.xflux.data(), m)) {
         return {false, "non-finite deconvolved flux"};
     }
-    band_rows_from_factor(ws.band_factor.data(), m, kd, ws.factor_rows);
+    band_rows_from_factor(ws.band.data(), m, kd, ws.factor_rows);
     clock.charge(times.solve);
 
     const int nd = lay.ny / 2, ndiag = 2 * nd + 1, nw = lay.nwave, nf = lay.nfiber;

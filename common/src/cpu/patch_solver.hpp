@@ -26,7 +26,7 @@ struct PatchWorkspace {
     std::vector<double> weighted_stamps;  // [nunknown][stamp]
     std::vector<SpotRect> rects;          // [nunknown]
     std::vector<double> fluxweight, rhs, xflux, pixmask_fraction;
-    std::vector<double> band, band_factor;  // LAPACK lower band storage, (kd+1) x nunknown
+    std::vector<double> band;  // iCov, then its factor; LAPACK lower band, (kd+1) x nunknown
     std::vector<double> couplings;          // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
     std::vector<double> z, cov_block, eigval, row_sums;

@@ -14,27 +14,21 @@ namespace ex2d::fits {
 namespace {
 
 // FITS stores big-endian IEEE values (FITS standard 4.0, section 5.3).
-bool host_is_little_endian()
-{
-    const std::uint16_t one = 1;
-    unsigned char first = 0;
-    std::memcpy(&first, &one, 1);
-    return first == 1;
-}
+constexpr bool kHostIsLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
-double big_endian_value(const unsigned char* p, int bytes, bool swap)
+double big_endian_value(const unsigned char* p, int bytes)
 {
     if (bytes == 4) {
         std::uint32_t bits;
         std::memcpy(&bits, p, 4);
-        if (swap) bits = __builtin_bswap32(bits);
+        if (kHostIsLittleEndian) bits = __builtin_bswap32(bits);
         float value;
         std::memcpy(&value, &bits, 4);
         return value;
     }
     std::uint64_t bits;
     std::memcpy(&bits, p, 8);
-    if (swap) bits = __builtin_bswap64(bits);
+    if (kHostIsLittleEndian) bits = __builtin_bswap64(bits);
     double value;
     std::memcpy(&value, &bits, 8);
     return value;
@@ -95,17 +89,18 @@ Result<bool> read_float_columns_direct(fitsfile* f, const std::string& path,
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     const int ncols = col_end - col_begin;
-    const bool swap = host_is_little_endian();
     std::vector<unsigned char> row(size_t(ncols) * bytes);
-    Status read = Status::ok();
-    for (int r = 0; r < ny && read.is_ok(); ++r) {
+    for (int r = 0; r < ny; ++r) {
         const long long offset = data_start + ((long long)r * nx + col_begin) * bytes;
-        read = read_exactly(fd, row.data(), row.size(), offset, path, hdu_name);
+        const Status read = read_exactly(fd, row.data(), row.size(), offset, path, hdu_name);
+        if (!read.is_ok()) {
+            ::close(fd);
+            return read;
+        }
         double* dest = out + size_t(r) * ncols;
-        for (int c = 0; c < ncols && read.is_ok(); ++c) dest[c] = big_endian_value(&row[size_t(c) * bytes], bytes, swap);
+        for (int c = 0; c < ncols; ++c) dest[c] = big_endian_value(&row[size_t(c) * bytes], bytes);
     }
     ::close(fd);
-    if (!read.is_ok()) return read;
     return true;
 }
 
