@@ -18,8 +18,9 @@ namespace ex2d::test {
 inline FitsTableBlob make_fibermap_blob(int nrows, int first_fiber, long long first_targetid,
                                         int tileid, bool with_objtype)
 {
-    size_t size = 2880;
-    void* buffer = std::malloc(size);
+    // An empty buffer: CFITSIO would take the bytes of a non-empty one for an existing file.
+    size_t size = 0;
+    void* buffer = nullptr;
     fitsfile* f = nullptr;
     int status = 0;
     char* ttype[] = {const_cast<char*>("TARGETID"), const_cast<char*>("FIBER"),

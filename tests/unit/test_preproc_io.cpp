@@ -99,6 +99,54 @@ TEST(PreprocIo, RoundTripKeepsEveryArrayHeaderAndFibermap)
     EXPECT_EQ(r2.value().header.cards, back.header.cards);
 }
 
+/// Number of HDUs in an in-memory FITS file.
+int count_hdus(const ex2d::FitsTableBlob& blob)
+{
+    void* buffer = const_cast<std::uint8_t*>(blob.fits_bytes.data());
+    size_t size = blob.fits_bytes.size();
+    fitsfile* f = nullptr;
+    int status = 0;
+    int nhdu = 0;
+    fits_open_memfile(&f, "blob.fits", READONLY, &buffer, &size, 0, nullptr, &status);
+    fits_get_num_hdus(f, &nhdu, &status);
+    if (f) fits_close_file(f, &status);
+    return status == 0 ? nhdu : -status;
+}
+
+// A fleet reader reads frame after frame in one process: each frame's FIBERMAP must be its
+// own (in-memory copies once reused the previous frame's bytes and carried its table).
+TEST(PreprocIo, FibermapsOfManyFramesReadInOneProcessAreEachTheirOwn)
+{
+    ex2d::test::TempDir dir;
+    constexpr int kRows = 500;
+    std::vector<std::string> paths;
+    for (int petal = 0; petal < 4; ++petal) {
+        ex2d::PreprocImage img = sample_image();
+        img.fibermap = make_fibermap(petal, kRows);
+        paths.push_back(dir.file("preproc-r" + std::to_string(petal) + "-00067784.fits"));
+        ASSERT_TRUE(ex2d::write_preproc(paths.back(), img).is_ok());
+    }
+    for (int round = 0; round < 2; ++round) {
+        for (int petal = 0; petal < 4; ++petal) {
+            SCOPED_TRACE("round " + std::to_string(round) + " petal " + std::to_string(petal));
+            auto image = ex2d::read_preproc(paths[petal]);
+            ASSERT_TRUE(image.is_ok()) << image.status().to_string();
+            auto alone = ex2d::read_fibermap(paths[petal]);
+            ASSERT_TRUE(alone.is_ok()) << alone.status().to_string();
+            for (const ex2d::FitsTableBlob* blob : {&image.value().fibermap, &alone.value()}) {
+                EXPECT_EQ(count_hdus(*blob), 2);
+                EXPECT_EQ(blob->nrows, kRows);
+                auto fibers = ex2d::read_int_column(*blob, "FIBER");
+                ASSERT_TRUE(fibers.is_ok()) << fibers.status().to_string();
+                ASSERT_EQ(fibers.value().size(), size_t(kRows));
+                for (int row = 0; row < kRows; ++row) {
+                    ASSERT_EQ(fibers.value()[row], 500 * petal + row) << "row " << row;
+                }
+            }
+        }
+    }
+}
+
 TEST(PreprocIo, ColumnRangeHoldsThoseColumnsOfEveryPlane)
 {
     ex2d::test::TempDir dir;

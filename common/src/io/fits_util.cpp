@@ -297,36 +297,56 @@ Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu,
     return Status::ok();
 }
 
-Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob)
+Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
+                                                     const std::function<int(fitsfile*)>& body)
 {
-    size_t size = 2880 * 4;
-    void* buffer = std::malloc(size);
-    if (!buffer) return Status::io(path + ": out of memory copying a table");
+    // CFITSIO takes the size of the buffer it is given as the size of a FITS file already in
+    // it, reads that memory and appends new HDUs after any header it finds there. A buffer
+    // from malloc may hold the previous in-memory file's bytes (the allocator hands back the
+    // block just freed), which made every FIBERMAP after the first carry the previous one as
+    // its second HDU. So the file starts empty, and CFITSIO allocates as it writes.
+    void* buffer = nullptr;
+    size_t size = 0;
     fitsfile* mem = nullptr;
     int status = 0;
-    long long nrows = 0;
     long long headstart = 0;
     long long datastart = 0;
     long long dataend = 0;
     // Both `buffer` and `size` are updated by cfitsio through their addresses as it grows.
     fits_create_memfile(&mem, &buffer, &size, 2880 * 16, std::realloc, &status);
-    fits_create_img(mem, BYTE_IMG, 0, nullptr, &status);
-    fits_copy_hdu(src, mem, 0, &status);
-    fits_get_num_rowsll(mem, &nrows, &status);
+    if (status == 0) status = body(mem);
     fits_flush_file(mem, &status);
     fits_get_hduaddrll(mem, &headstart, &datastart, &dataend, &status);
     int close_status = 0;
     if (mem) fits_close_file(mem, &close_status);
     if (status == 0) status = close_status;
     if (status == 0 && size_t(dataend) > size) status = MEMORY_ALLOCATION;
-    if (status) {
-        std::free(buffer);
-        return io_error(path, "cannot copy a table HDU into memory", status);
+    std::vector<std::uint8_t> bytes;
+    if (status == 0) {
+        const auto* begin = static_cast<const std::uint8_t*>(buffer);
+        bytes.assign(begin, begin + dataend);
     }
-    auto* bytes = static_cast<std::uint8_t*>(buffer);
-    blob.fits_bytes.assign(bytes, bytes + dataend);
-    blob.nrows = long(nrows);
     std::free(buffer);
+    if (status) return io_error(what, "cannot write a FITS file in memory", status);
+    return bytes;
+}
+
+Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob)
+{
+    long long nrows = 0;
+    auto bytes = write_memory_file(path, [&](fitsfile* mem) {
+        int status = 0;
+        fits_create_img(mem, BYTE_IMG, 0, nullptr, &status);
+        fits_copy_hdu(src, mem, 0, &status);
+        fits_get_num_rowsll(mem, &nrows, &status);
+        return status;
+    });
+    if (!bytes.is_ok()) {
+        return Status(bytes.status().code(),
+                      bytes.status().message() + " (copying a table HDU into memory)");
+    }
+    blob.fits_bytes = std::move(bytes).value();
+    blob.nrows = long(nrows);
     return Status::ok();
 }
 

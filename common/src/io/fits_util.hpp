@@ -6,6 +6,7 @@
 /// messages that name the file, HDU lookup by EXTNAME, header copying, in-memory table blobs
 /// and the temporary-name-then-rename writer.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +67,11 @@ Status image_shape(fitsfile* f, const std::string& path, const std::string& hdu,
 /// TUINT, TINT, TFLOAT, ...). NaNs are passed through unchanged.
 Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu, int datatype,
                    long long npix, void* out);
+
+/// A new FITS file in memory, filled by `body` (which returns a cfitsio status), as the bytes
+/// from its start to the end of its last HDU. Errors name `what`.
+Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
+                                                     const std::function<int(fitsfile*)>& body);
 
 /// Copies the current HDU of `src` into a new blob (empty primary + that HDU).
 Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob);

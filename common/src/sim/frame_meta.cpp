@@ -8,6 +8,8 @@
 
 #include <fitsio.h>
 
+#include "../io/fits_util.hpp"
+
 namespace ex2d::sim {
 
 namespace {
@@ -36,16 +38,6 @@ std::string iso_time(std::time_t seconds)
     std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
     return std::string(text) + ".000";
 }
-
-std::string fits_error(int status)
-{
-    char text[FLEN_STATUS];
-    fits_get_errstatus(status, text);
-    return text;
-}
-
-/// Grows the in-memory FITS file; cfitsio calls it through fits_create_memfile.
-void* grow_buffer(void* buffer, size_t size) { return std::realloc(buffer, size); }
 
 /// Writes the FIBERMAP table into an open (empty) in-memory FITS file.
 int write_fibermap_hdu(fitsfile* fits, const SimulationOptions& opt, int petal,
@@ -109,25 +101,6 @@ int write_fibermap_hdu(fitsfile* fits, const SimulationOptions& opt, int petal,
     return status;
 }
 
-/// Length of the FITS file held in `buffer`: the end of its last HDU's (padded) data.
-int fits_file_length(void* buffer, size_t buffer_size, long long& length)
-{
-    int status = 0;
-    fitsfile* fits = nullptr;
-    void* data = buffer;
-    size_t size = buffer_size;
-    fits_open_memfile(&fits, "fibermap.fits", READONLY, &data, &size, 0, nullptr, &status);
-    int nhdu = 0;
-    fits_get_num_hdus(fits, &nhdu, &status);
-    fits_movabs_hdu(fits, nhdu, nullptr, &status);
-    long long header_start = 0, data_start = 0, data_end = 0;
-    fits_get_hduaddrll(fits, &header_start, &data_start, &data_end, &status);
-    length = data_end;
-    int close_status = 0;
-    if (fits) fits_close_file(fits, &close_status);
-    return status;
-}
-
 }  // namespace
 
 FitsHeader make_image_header(const SimulationOptions& opt, int petal, int npix_x, int npix_y)
@@ -161,26 +134,13 @@ FitsHeader make_image_header(const SimulationOptions& opt, int petal, int npix_x
 Result<FitsTableBlob> make_fibermap(const SimulationOptions& opt, int petal,
                                     const std::vector<TargetKind>& kinds)
 {
-    size_t buffer_size = 2880 * 16;
-    void* buffer = std::malloc(buffer_size);
-    if (buffer == nullptr) return Status::io("FIBERMAP: out of memory");
-    int status = 0;
-    fitsfile* fits = nullptr;
-    fits_create_memfile(&fits, &buffer, &buffer_size, 2880 * 16, grow_buffer, &status);
-    if (status == 0) status = write_fibermap_hdu(fits, opt, petal, kinds);
-    int close_status = 0;
-    if (fits) fits_close_file(fits, &close_status);
-    if (status == 0) status = close_status;
-    long long length = 0;
-    if (status == 0) status = fits_file_length(buffer, buffer_size, length);
+    auto bytes = fits::write_memory_file("FIBERMAP (in memory)", [&](fitsfile* fits) {
+        return write_fibermap_hdu(fits, opt, petal, kinds);
+    });
+    if (!bytes.is_ok()) return bytes.status();
     FitsTableBlob blob;
-    if (status == 0) {
-        const auto* bytes = static_cast<const std::uint8_t*>(buffer);
-        blob.fits_bytes.assign(bytes, bytes + length);
-        blob.nrows = kFibersPerPetal;
-    }
-    std::free(buffer);
-    if (status != 0) return Status::io("FIBERMAP (in memory): " + fits_error(status));
+    blob.fits_bytes = std::move(bytes).value();
+    blob.nrows = kFibersPerPetal;
     return blob;
 }
 
