@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
+#include <cctype>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "ex2d/fits_table.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/service/fault_injection.hpp"
+#include "final_file.hpp"
 #include "writer.hpp"
 
 namespace ex2d::writer {
@@ -17,6 +19,8 @@ namespace ex2d::writer {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr int kFibersPerPetal = 500;
 
 Status fsync_path(const std::string& path, bool directory)
 {
@@ -37,24 +41,6 @@ std::pair<std::string, std::string> split_suffix(const std::string& name)
     return {name.substr(0, dot), name.substr(dot)};
 }
 
-// Temporaries of writers on this host that no longer run are removed before a new write,
-// so a writer killed mid-write leaves nothing behind once the next frame lands there.
-void remove_dead_temporaries(const fs::path& dir, const std::string& host)
-{
-    std::error_code ec;
-    const std::string marker = ".tmp-" + host + "-";
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        const auto pos = name.find(marker);
-        if (pos == std::string::npos) continue;
-        const int pid = std::atoi(name.c_str() + pos + marker.size());
-        if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {
-            fs::remove(entry.path(), ec);
-            logger()->info("removed temporary file of a writer that died: {}", entry.path().string());
-        }
-    }
-}
-
 FrameProvenance provenance_of(const service::FrameOutputs& out)
 {
     FrameProvenance prov;
@@ -71,12 +57,11 @@ FrameProvenance provenance_of(const service::FrameOutputs& out)
     return prov;
 }
 
-bool same_provenance(const FitsHeader& a, const FitsHeader& b)
+std::string trimmed_lower(std::string text)
 {
-    for (const char* key : {"EX2DJOB", "EX2DPREP", "EX2DPSFC", "EX2DVERS"}) {
-        if (a.get_string(key) != b.get_string(key)) return false;
-    }
-    return true;
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return text;
 }
 
 Result<WriteOutcome> describe(const std::string& path, bool skipped)
@@ -93,9 +78,47 @@ Result<WriteOutcome> describe(const std::string& path, bool skipped)
 
 }  // namespace
 
-Result<WriteOutcome> write_output(const service::FrameOutputs& out, const service::Actor& writer,
-                                  bool fsync_files, const std::function<bool()>& still_ours)
+Status check_frame_identity(const service::FrameOutputs& out)
 {
+    const service::Job& job = out.job;
+    const std::string refused = job.output + ": not written, the frame is not job " + job.job + "'s: ";
+    if (auto camera = out.image_header.get_string("CAMERA"); camera && trimmed_lower(*camera) != job.camera) {
+        return Status::format(refused + "header CAMERA is " + *camera);
+    }
+    for (const auto& [key, expected] : {std::pair<const char*, std::string>{"EXPID", job.expid},
+                                        std::pair<const char*, std::string>{"NIGHT", job.night}}) {
+        auto value = out.image_header.get_int(key);
+        if (value && !expected.empty() && *value != std::stoll(expected)) {
+            return Status::format(refused + "header " + key + " is " + std::to_string(*value));
+        }
+    }
+    if (out.fibermap.empty()) return Status::ok();
+    // DESI fibermaps hold a petal's 500 fibres in order: row r is fibre 500 * petal + r.
+    auto fibers = read_int_column(out.fibermap, "FIBER");
+    if (!fibers.is_ok()) return Status::format(refused + "FIBERMAP: " + fibers.status().message());
+    const int petal = job.camera.size() == 2 ? job.camera[1] - '0' : -1;
+    const int end = out.frame.specmin + out.frame.nspec;
+    if (petal < 0 || petal > 9 || long(fibers.value().size()) < end) {
+        return Status::format(refused + "FIBERMAP has " + std::to_string(fibers.value().size()) +
+                              " rows for spectra " + std::to_string(out.frame.specmin) + ".." +
+                              std::to_string(end - 1));
+    }
+    for (int row = out.frame.specmin; row < end; ++row) {
+        const long long expected = (long long)kFibersPerPetal * petal + row;
+        if (fibers.value()[size_t(row)] != expected) {
+            return Status::format(refused + "FIBERMAP row " + std::to_string(row) + " is FIBER " +
+                                  std::to_string(fibers.value()[size_t(row)]) + ", expected " +
+                                  std::to_string(expected));
+        }
+    }
+    return Status::ok();
+}
+
+Result<WriteOutcome> write_output(const service::FrameOutputs& out, const service::Actor& writer,
+                                  bool fsync_files, const std::function<bool()>& still_ours,
+                                  TemporaryLedger& temporaries)
+{
+    EX2D_RETURN_NOT_OK(check_frame_identity(out));
     const fs::path final_path(out.job.output);
     const FrameProvenance prov = provenance_of(out);
     std::error_code ec;
@@ -108,26 +131,37 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
     const fs::path dir = final_path.parent_path();
     fs::create_directories(dir, ec);
     if (ec) return Status::io(dir.string() + ": cannot create the output folder: " + ec.message());
-    remove_dead_temporaries(dir, writer.host);
 
     const auto [stem, suffix] = split_suffix(final_path.filename().string());
-    const fs::path tmp = dir / (stem + ".tmp-" + writer.host + "-" + std::to_string(writer.pid) + suffix);
-    Status written = write_frame(tmp.string(), out.frame, prov);
-    if (written.is_ok() && fsync_files) written = fsync_path(tmp.string(), false);
-    if (!written.is_ok()) {
+    const std::string owner = writer.host + "-" + std::to_string(writer.pid);
+    const std::string tmp = (dir / (stem + ".tmp-" + owner + suffix)).string();
+    const std::string aside = (dir / (stem + ".replaced-" + owner + suffix)).string();
+    EX2D_RETURN_NOT_OK(temporaries.record(tmp));
+    EX2D_RETURN_NOT_OK(temporaries.record(aside));
+    auto cleanup = [&] {
         fs::remove(tmp, ec);
+        temporaries.forget(tmp);
+        temporaries.forget(aside);
+    };
+    Status written = write_frame(tmp, out.frame, prov);
+    if (written.is_ok() && fsync_files) written = fsync_path(tmp, false);
+    if (written.is_ok() && !still_ours()) {
+        written = Status::invalid(final_path.string() + ": lease lost before the rename (stale_epoch)");
+    }
+    if (!written.is_ok()) {
+        cleanup();
         return written;
     }
+    // A writer stalled here past its lease must not replace what another writer has since
+    // written: place_final refuses on its own, whatever was checked before.
     service::test_delay("WRITE");
-    if (!still_ours()) {
-        fs::remove(tmp, ec);
-        return Status::invalid(final_path.string() + ": lease lost before the rename (stale_epoch)");
-    }
-    fs::rename(tmp, final_path, ec);
-    if (ec) {
-        const std::string why = ec.message();
-        fs::remove(tmp, ec);
-        return Status::io(final_path.string() + ": cannot rename the temporary file: " + why);
+    auto placed = place_final(tmp, final_path.string(), aside, prov.image_header, still_ours);
+    cleanup();
+    if (!placed.is_ok()) return placed.status();
+    if (placed.value() == Placement::already_there) {
+        logger()->warn("not renamed: {} already holds this job's frame, written by another writer",
+                       final_path.string());
+        return describe(final_path.string(), true);
     }
     if (fsync_files) EX2D_RETURN_NOT_OK(fsync_path(dir.string(), true));
     return describe(final_path.string(), false);

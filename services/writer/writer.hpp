@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// ex2d-writer: receives extracted frames, writes each exactly as `ex2d extract` would at the
-// path of its job (temporary file, fsync, rename, fsync of the folder), then records the
-// result and acknowledges the job in one fenced Redis script.
+// ex2d-writer: grants workers room for extracted frames (docs/protocol.md, "Writer credit"),
+// writes each exactly as `ex2d extract` would at the path of its job (temporary file, fsync,
+// a rename that never replaces this job's frame, fsync of the folder), then records the result
+// and acknowledges the job in one fenced Redis script.
 
 #include <chrono>
+#include <deque>
+#include <map>
 #include <memory>
 
 #include <zmq.hpp>
@@ -15,6 +18,7 @@
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
+#include "temporary_ledger.hpp"
 
 namespace ex2d::writer {
 
@@ -35,6 +39,14 @@ public:
     void drain(Clock::time_point deadline) override;
 
 private:
+    /// A worker that offered a result and waits for a GRANT (by its routing id).
+    struct Offer {
+        std::string worker;
+        std::string job;
+    };
+    void receive(std::vector<zmq::message_t> parts);
+    void grant();
+    void expire_grants();
     void handle(wire::IncomingMessage message);
 
     service::ServiceContext& ctx_;
@@ -43,15 +55,26 @@ private:
     std::unique_ptr<service::ControlPlane> plane_;
     std::unique_ptr<service::Keeper> keeper_;
     zmq::context_t zmq_context_;
-    zmq::socket_t pull_;
+    zmq::socket_t router_;
     std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
+    std::unique_ptr<RedisTemporaryLedger> temporaries_;
+    Clock::time_point next_sweep_;
+    std::deque<Offer> offers_;                         ///< oldest first
+    std::map<std::string, Clock::time_point> granted_;  ///< routing id -> when granted
     long frames_done_ = 0;
 };
 
+/// Defence in depth before a frame is written: its header's CAMERA, EXPID and NIGHT and its
+/// FIBERMAP's fibres (row r of petal p is fibre 500 p + r) must be those of its job; a
+/// format error naming the mismatch otherwise.
+Status check_frame_identity(const service::FrameOutputs& outputs);
+
 /// Writes `outputs` at its job's output path. `still_ours` is asked between the durable
 /// temporary file and the rename; when it says no, the temporary file is removed and the
-/// rename never happens.
+/// rename never happens. The rename itself never replaces a file holding this job's frame.
+/// Temporary files are recorded in `temporaries` while they exist.
 Result<WriteOutcome> write_output(const service::FrameOutputs& outputs, const service::Actor& writer,
-                                  bool fsync_files, const std::function<bool()>& still_ours);
+                                  bool fsync_files, const std::function<bool()>& still_ours,
+                                  TemporaryLedger& temporaries);
 
 }  // namespace ex2d::writer

@@ -137,9 +137,17 @@ std::vector<ConfigKey> make_keys()
                    4096),
         int_key("worker.credit", "2", "frames a worker asks for ahead of the one in hand", 1,
                 1000),
+        number_key("worker.result_timeout_s", "120",
+                   "an extracted frame no writer takes within this long is handed back", 1,
+                   86400),
 
         bool_key("writer.fsync", "true",
                  "fsync files and directories before acknowledging"),
+        int_key("writer.credit", "1", "results a writer grants ahead of the one it writes",
+                1, 1000),
+        number_key("writer.sweep_interval_s", "10",
+                   "how often temporary files of writers that are gone are removed", 0.1,
+                   86400),
     };
 }
 
