@@ -28,7 +28,7 @@ Worker::Worker(service::ServiceContext& ctx)
     : ctx_(ctx),
       me_{ctx.name(), ctx.host(), ctx.pid()},
       dealer_(zmq_context_, zmq::socket_type::dealer),
-      push_(zmq_context_, zmq::socket_type::push)
+      writers_(zmq_context_, zmq::socket_type::router)
 {
 }
 
@@ -55,13 +55,23 @@ Status Worker::start()
     ctx_.metrics().device_memory_bytes().Set(double(report.held_bytes));
 
     service::configure_socket(dealer_, cfg, true);
-    service::configure_socket(push_, cfg, true);
+    service::configure_socket(writers_, cfg, true);
+    // A message to a writer no connection leads to fails at once instead of vanishing. Not
+    // ZMQ_IMMEDIATE here: with it libzmq 4.3 never routes to a connect routing id
+    // (EHOSTUNREACH for good); the RESULT itself only follows a GRANT over a live connection.
+    writers_.set(zmq::sockopt::router_mandatory, 1);
+    writers_.set(zmq::sockopt::immediate, 0);
     EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
+    readers_ = std::make_unique<PeerConnections>(dealer_, *security_, "reader", false);
+    writer_links_ = std::make_unique<PeerConnections>(writers_, *security_, "writer", true);
+    delivery_ = std::make_unique<ResultDelivery>(writers_, *writer_links_, ctx_.name(),
+                                                 seconds(cfg.get_double("zmq.peer_timeout_s")),
+                                                 seconds(cfg.get_double("worker.result_timeout_s")));
     if (security_->curve_enabled()) {
         dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_, "reader",
                                                                          &ctx_.metrics());
-        push_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, push_, "writer",
-                                                                       &ctx_.metrics());
+        writer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, writers_, "writer",
+                                                                         &ctx_.metrics());
         logger()->info("curve client key={} trusted_server_keys={}",
                        service::key_fingerprint(security_->public_key()),
                        security_->allowed().empty() ? std::string("any advertised")
@@ -85,7 +95,7 @@ void Worker::discover()
     if (!peers.is_ok()) return;
     const long long now = service::unix_ms();
     const auto ttl_ms = (long long)(ctx_.config().get_double("service.heartbeat_ttl_s") * 1000);
-    std::map<std::string, Peer> live_readers, live_writers, kept_readers, kept_writers;
+    PeerMap live_readers, live_writers, kept_readers, kept_writers;
     for (const auto& [name, value] : peers.value().pairs()) {
         // "role state heartbeat_ms endpoint [curve_public_key]"
         std::istringstream in(value);
@@ -104,56 +114,8 @@ void Worker::discover()
         if (role == "reader") live_readers[name] = peer;
         if (role == "writer") live_writers[name] = peer;
     }
-    // A peer whose heartbeat has merely lapsed (stopped, paused, swapping) stays connected
-    // until its entry is removed: libzmq 4.3.4 aborts (session_base.cpp:260) when an endpoint
-    // is disconnected while a multipart message to a stalled peer is half-sent and the ZMTP
-    // heartbeat then times out. The heartbeat timeout drops that connection safely by itself.
-    auto sync = [&](zmq::socket_t& socket, std::map<std::string, Peer>& connected,
-                    const std::map<std::string, Peer>& live,
-                    const std::map<std::string, Peer>& kept, const char* role) {
-        for (auto it = connected.begin(); it != connected.end();) {
-            auto found = kept.find(it->first);
-            if (found == kept.end() || found->second != it->second) {
-                try {
-                    socket.disconnect(it->second.endpoint);
-                } catch (const zmq::error_t&) {
-                }
-                logger()->info("disconnected from {} {} {}", role, it->first, it->second.endpoint);
-                it = connected.erase(it);
-            } else {
-                ++it;
-            }
-        }
-        for (const auto& [name, peer] : live) {
-            if (connected.count(name)) continue;
-            // A peer refused for its keys is tried again only once its entry changes.
-            auto refused = refused_.find(name);
-            if (refused != refused_.end() && refused->second == peer) continue;
-            std::string reason;
-            const Status allowed = security_->prepare_connect(socket, peer.endpoint, peer.key, &reason);
-            if (!allowed.is_ok()) {
-                refused_[name] = peer;
-                logger()->warn("peer refused role={} name={} endpoint={} reason={}: {}", role, name,
-                               peer.endpoint, reason, allowed.message());
-                continue;
-            }
-            refused_.erase(name);
-            try {
-                socket.connect(peer.endpoint);
-                connected[name] = peer;
-                logger()->info("connected to {} {} {}{}", role, name, peer.endpoint,
-                               peer.key.empty() ? "" : " curve_key=" + service::key_fingerprint(peer.key));
-            } catch (const zmq::error_t& e) {
-                logger()->warn("cannot connect to {} {} {}: {}", role, name, peer.endpoint, e.what());
-            }
-        }
-    };
-    sync(dealer_, readers_, live_readers, kept_readers, "reader");
-    sync(push_, writers_, live_writers, kept_writers, "writer");
-    for (auto it = refused_.begin(); it != refused_.end();) {
-        if (kept_readers.count(it->first) || kept_writers.count(it->first)) ++it;
-        else it = refused_.erase(it);
-    }
+    readers_->sync(live_readers, kept_readers);
+    writer_links_->sync(live_writers, kept_writers);
 }
 
 void Worker::ask_for_frames()
@@ -162,9 +124,9 @@ void Worker::ask_for_frames()
     // A reader that died holding our credit never answers: forget such credits.
     const auto timeout = seconds(ctx_.config().get_double("zmq.peer_timeout_s"));
     while (!credits_out_.empty() && now - credits_out_.front() > timeout) credits_out_.pop_front();
-    if (readers_.empty() || keeper_->drain_requested()) return;
+    if (readers_->empty() || keeper_->drain_requested()) return;
     const long long max_frames = ctx_.config().get_int("service.max_frames");
-    const long in_hand = long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (sending_job_ ? 1 : 0);
+    const long in_hand = long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0);
     if (max_frames > 0 && frames_done_ + in_hand + long(credits_out_.size()) >= max_frames) return;
     const long credit = long(ctx_.config().get_int("worker.credit"));
     while (long(credits_out_.size()) + in_hand < credit) {
@@ -180,7 +142,15 @@ void Worker::ask_for_frames()
 
 void Worker::receive_messages(long wait_ms)
 {
-    if (!service::wait_readable(dealer_, wait_ms)) return;
+    zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {writers_.handle(), 0, ZMQ_POLLIN, 0}};
+    try {
+        if (zmq::poll(items, 2, std::chrono::milliseconds(wait_ms)) <= 0) return;
+    } catch (const zmq::error_t& e) {
+        // SIGTERM interrupts the wait; the main loop then sees the stop request.
+        if (e.num() == EINTR) return;
+        throw;
+    }
+    if (items[1].revents & ZMQ_POLLIN) receive_from_writers();
     while (auto parts = service::try_recv(dealer_)) {
         auto message = service::decode_or_drop(std::move(*parts), ctx_,
                                                {wire::MessageType::frame, wire::MessageType::no_work});
@@ -188,6 +158,27 @@ void Worker::receive_messages(long wait_ms)
         // Either answer returns the credit it was sent for.
         if (!credits_out_.empty()) credits_out_.pop_front();
         if (message->type == wire::MessageType::frame) accept_frame(std::move(*message));
+    }
+}
+
+void Worker::receive_from_writers()
+{
+    while (auto parts = service::try_recv(writers_)) {
+        if (parts->size() < 2) continue;
+        const std::string writer = parts->front().to_string();
+        parts->erase(parts->begin());
+        auto message = service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::grant});
+        if (!message) continue;
+        if (delivery_->on_message(writer, *message) == ResultDelivery::Progress::sent) {
+            ctx_.metrics().bytes("sent").Increment(double(delivery_->bytes()));
+            service::ScopedLogContext lc(job_log_context(delivery_->job()));
+            logger()->info("result sent bytes={} writer={}", delivery_->bytes(), writer);
+            // The writer renews the lease from here.
+            keeper_->release(delivery_->job());
+            delivery_->clear();
+            ++frames_done_;
+            keeper_->set_field("frames", std::to_string(frames_done_));
+        }
     }
 }
 
@@ -263,7 +254,7 @@ Result<service::FrameOutputs> Worker::extract(service::FrameInputs in)
 
 void Worker::start_extraction()
 {
-    if (extracting_job_ || sending_job_ || waiting_.empty()) return;
+    if (extracting_job_ || delivery_->busy() || waiting_.empty()) return;
     service::FrameInputs in = std::move(waiting_.front());
     waiting_.pop_front();
     if (keeper_->lost(in.job)) {
@@ -314,37 +305,29 @@ void Worker::collect_extraction()
     }
     ctx_.metrics().stage_seconds("extract").Observe(result.value().extract_seconds);
     ctx_.metrics().frames("extracted").Increment();
-    sending_job_ = job;
-    sending_parts_ = wire::encode(service::encode_result(std::move(result).value()));
+    delivery_->start(job, wire::encode(service::encode_result(std::move(result).value())));
 }
 
 void Worker::send_result()
 {
-    if (!sending_job_) return;
-    if (keeper_->lost(*sending_job_)) {
-        logger()->warn("dropping result job={} attempt={}: its lease was lost", sending_job_->job,
-                       sending_job_->epoch);
+    if (!delivery_->busy()) return;
+    const Job job = delivery_->job();
+    if (keeper_->lost(job)) {
+        logger()->warn("dropping result job={} attempt={}: its lease was lost", job.job, job.epoch);
         ctx_.metrics().frames("stale").Increment();
-        keeper_->release(*sending_job_);
-        sending_job_.reset();
-        sending_parts_.clear();
+        keeper_->release(job);
+        delivery_->clear();
         return;
     }
-    if (writers_.empty()) return;
-    std::size_t bytes = 0;
-    for (const auto& p : sending_parts_) bytes += p.size();
-    if (!service::try_send(push_, sending_parts_)) return;
-    ctx_.metrics().bytes("sent").Increment(double(bytes));
-    {
-        service::ScopedLogContext lc(job_log_context(*sending_job_));
-        logger()->info("result sent bytes={}", bytes);
-    }
-    // The writer renews the lease from here.
-    keeper_->release(*sending_job_);
-    sending_job_.reset();
-    sending_parts_.clear();
-    ++frames_done_;
-    keeper_->set_field("frames", std::to_string(frames_done_));
+    if (delivery_->advance() != ResultDelivery::Progress::timed_out) return;
+    // No writer took it in time: holding it longer would hold the frame for ever if the
+    // writers are gone or unreachable. Another worker extracts it again.
+    service::ScopedLogContext lc(job_log_context(job));
+    logger()->warn("result not delivered: no writer granted room within {} s; handing the frame back",
+                   ctx_.config().get_double("worker.result_timeout_s"));
+    ctx_.metrics().frames("undelivered").Increment();
+    delivery_->clear();
+    service::hand_back(*plane_, *keeper_, job, ctx_.config());
 }
 
 bool Worker::step()
@@ -352,7 +335,7 @@ bool Worker::step()
     if (keeper_->drain_requested()) return false;
     if (Clock::now() >= next_discovery_) discover();
     if (dealer_handshakes_) dealer_handshakes_->poll();
-    if (push_handshakes_) push_handshakes_->poll();
+    if (writer_handshakes_) writer_handshakes_->poll();
     collect_extraction();
     send_result();
     start_extraction();
@@ -360,7 +343,7 @@ bool Worker::step()
     const bool busy = !waiting_.empty() && !extracting_job_;
     receive_messages(busy ? 0 : 50);
     ctx_.metrics().frames_in_memory().Set(double(waiting_.size() + (extracting_job_ ? 1 : 0) +
-                                                 (sending_job_ ? 1 : 0)));
+                                                 (delivery_->busy() ? 1 : 0)));
     const long long max_frames = ctx_.config().get_int("service.max_frames");
     return !(max_frames > 0 && frames_done_ >= max_frames);
 }
@@ -371,14 +354,18 @@ void Worker::drain(Clock::time_point deadline)
     // finished and sent if the deadline allows, else handed back.
     for (const auto& in : waiting_) service::hand_back(*plane_, *keeper_, in.job, ctx_.config());
     waiting_.clear();
-    while (Clock::now() < deadline && (extracting_job_ || sending_job_)) {
+    while (Clock::now() < deadline && (extracting_job_ || delivery_->busy())) {
         collect_extraction();
         send_result();
+        receive_from_writers();
         if (Clock::now() >= next_discovery_) discover();
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();
     }
-    if (sending_job_) service::hand_back(*plane_, *keeper_, *sending_job_, ctx_.config());
+    if (delivery_->busy()) {
+        service::hand_back(*plane_, *keeper_, delivery_->job(), ctx_.config());
+        delivery_->clear();
+    }
     if (extracting_job_) {
         service::hand_back(*plane_, *keeper_, *extracting_job_, ctx_.config());
         logger()->warn("drain deadline reached during an extraction; exiting without it");
@@ -387,7 +374,7 @@ void Worker::drain(Clock::time_point deadline)
         std::_Exit(0);
     }
     dealer_.close();
-    push_.close();
+    writers_.close();
     keeper_.reset();
 }
 

@@ -2,7 +2,7 @@
 #pragma once
 
 // ex2d-worker: asks readers for frames (credit), extracts them with the engine on the CPU or a
-// GPU, and pushes the extracted frame to a writer. The backend and the parsed PSFs stay
+// GPU, and hands the extracted frame to a writer that has granted room for it. The backend and the parsed PSFs stay
 // between frames; extraction runs on its own thread so that the service keeps answering
 // health checks, renewing leases and receiving the next frame.
 
@@ -22,6 +22,8 @@
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
+#include "peer_connections.hpp"
+#include "result_delivery.hpp"
 
 namespace ex2d::worker {
 
@@ -39,6 +41,7 @@ private:
     void discover();
     void ask_for_frames();
     void receive_messages(long wait_ms);
+    void receive_from_writers();
     void accept_frame(wire::IncomingMessage message);
     void start_extraction();
     void collect_extraction();
@@ -54,25 +57,15 @@ private:
     std::unique_ptr<ExtractionBackend> backend_;
     zmq::context_t zmq_context_;
     zmq::socket_t dealer_;
-    zmq::socket_t push_;
+    zmq::socket_t writers_;  ///< ROUTER: one routing id per writer connection
     std::unique_ptr<service::SocketSecurity> security_;
-    std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, push_handshakes_;
-    /// A reader or writer as advertised in Redis: its endpoint and CURVE public key (empty
-    /// for a plaintext server).
-    struct Peer {
-        std::string endpoint, key;
-        bool operator==(const Peer& o) const { return endpoint == o.endpoint && key == o.key; }
-        bool operator!=(const Peer& o) const { return !(*this == o); }
-    };
-    std::map<std::string, Peer> readers_;  ///< name -> peer connected
-    std::map<std::string, Peer> writers_;
-    std::map<std::string, Peer> refused_;  ///< peers not connected for want of keys, by name
+    std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, writer_handshakes_;
+    std::unique_ptr<PeerConnections> readers_, writer_links_;
+    std::unique_ptr<ResultDelivery> delivery_;
     std::deque<Clock::time_point> credits_out_;   ///< CREDITs sent and not yet answered
     std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
     std::optional<service::Job> extracting_job_;
     std::future<Result<service::FrameOutputs>> extraction_;
-    std::optional<service::Job> sending_job_;
-    std::vector<zmq::message_t> sending_parts_;
     std::map<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_;  ///< by checksum
     Clock::time_point next_discovery_;
     long frames_done_ = 0;

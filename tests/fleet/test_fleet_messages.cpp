@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Malformed and fuzzed messages on every socket of the fleet (the reader's ROUTER, the
-// writer's PULL, and a worker's DEALER through a fake reader), then a real exposure through
+// writer's ROUTER, and a worker's DEALER through a fake reader), then a real exposure through
 // the same processes; and the Prometheus exposition of every service.
 #include <chrono>
 #include <cstring>
@@ -107,12 +107,14 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
     to_reader.connect(proc_field(fleet, "reader-1", "endpoint"));
     for (auto& m : hostile_messages(wire::MessageType::result, kFuzz)) zmq::send_multipart(to_reader, m);
 
-    zmq::socket_t to_writer(context, zmq::socket_type::push);
+    zmq::socket_t to_writer(context, zmq::socket_type::dealer);
     to_writer.set(zmq::sockopt::sndhwm, 10000);
     to_writer.connect(proc_field(fleet, "writer-1", "endpoint"));
     for (auto& m : hostile_messages(wire::MessageType::credit, kFuzz)) zmq::send_multipart(to_writer, m);
-    // Well-formed, but not a frame of any job: refused by decoding or by the fence.
+    // Well-formed, but not a frame of any job: refused by decoding or by the fence. An offer
+    // that is never followed by a result: the writer's grant lapses and the fleet goes on.
     zmq::send_multipart(to_writer, valid_message(wire::MessageType::result));
+    zmq::send_multipart(to_writer, valid_message(wire::MessageType::offer));
 
     // A fake reader that the worker discovers through Redis and asks for frames.
     zmq::socket_t fake(context, zmq::socket_type::router);

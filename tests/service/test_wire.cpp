@@ -255,12 +255,12 @@ TEST(Wire, EveryRejectionReason)
     EXPECT_EQ(mutated([](Bytes& b) { b[0].resize(511); }), "header_size");
     EXPECT_EQ(mutated([](Bytes& b) { b[0].push_back('\0'); }), "header_size");
     EXPECT_EQ(mutated([](Bytes& b) { b[0][1] = 'Y'; }), "bad_magic");
-    EXPECT_EQ(resealed([](MessageHeader& h) { h.version = 2; }), "wrong_version");
+    EXPECT_EQ(resealed([](MessageHeader& h) { h.version = 1; }), "wrong_version");
     EXPECT_EQ(mutated([](Bytes& b) { b[0][17] ^= 0x01; }), "header_checksum");
     EXPECT_EQ(mutated([](Bytes& b) { b[0][505] ^= 0x40; }), "header_checksum");
     EXPECT_EQ(resealed([](MessageHeader& h) { h.header_size = 256; }), "header_size");
     EXPECT_EQ(resealed([](MessageHeader& h) { h.type = 0; }), "bad_type");
-    EXPECT_EQ(resealed([](MessageHeader& h) { h.type = 5; }), "bad_type");
+    EXPECT_EQ(resealed([](MessageHeader& h) { h.type = 8; }), "bad_type");
     EXPECT_EQ(resealed([](MessageHeader& h) { h.nparts = 17; }), "part_count");
     EXPECT_EQ(resealed([](MessageHeader& h) { h.nparts = 3; }), "part_count");
     EXPECT_EQ(mutated([](Bytes& b) { b[1][2] ^= 0x20; }), "meta_checksum");

@@ -261,7 +261,7 @@ std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, Decod
         return reject(error, "header_size",
                       "header_size field is " + std::to_string(header.header_size));
     }
-    if (header.type < 1 || header.type > 4) {
+    if (header.type < 1 || header.type > kLastMessageType) {
         return reject(error, "bad_type", "message type " + std::to_string(header.type));
     }
     if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {

@@ -22,10 +22,20 @@
 
 namespace ex2d::wire {
 
-constexpr std::uint16_t kProtocolVersion = 1;
+// 2: results go to a writer only after its GRANT (OFFER, GRANT, DECLINE).
+constexpr std::uint16_t kProtocolVersion = 2;
 constexpr std::size_t kMaxParts = 16;
 
-enum class MessageType : std::uint16_t { credit = 1, frame = 2, no_work = 3, result = 4 };
+enum class MessageType : std::uint16_t {
+    credit = 1,
+    frame = 2,
+    no_work = 3,
+    result = 4,
+    offer = 5,
+    grant = 6,
+    decline = 7,
+};
+constexpr std::uint16_t kLastMessageType = 7;
 enum class DType : std::uint8_t { u8 = 1, i32 = 2, u32 = 3, f32 = 4, f64 = 5, i64 = 6 };
 std::size_t dtype_size(DType dtype);  ///< 0 for an unknown code
 
