@@ -109,6 +109,7 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     return job;
 }
 
+/// A refused option ends ex2dctl with the check's own sentence and the usage code.
 void refuse(const Status& status, const std::string& hint = "")
 {
     if (!status.is_ok()) throw CtlExit{kExitUsage, status.message() + hint};
