@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "ctl.hpp"
+#include "ex2d/extraction.hpp"
+#include "ex2d/input_checks.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/synthetic_psf.hpp"
 
@@ -21,8 +23,8 @@ using service::Job;
 
 service::RedisValue must(Result<service::RedisValue> r)
 {
-    if (!r.is_ok()) throw CtlExit{3, r.status().message()};
-    if (r.value().is_error()) throw CtlExit{3, "redis: " + r.value().str};
+    if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
+    if (r.value().is_error()) throw CtlExit{kExitRedis, "redis: " + r.value().str};
     return std::move(r).value();
 }
 
@@ -59,7 +61,7 @@ std::vector<std::string> preproc_files_in(const fs::path& dir, bool recursive)
     } else {
         for (const auto& e : fs::directory_iterator(dir, ec)) take(e);
     }
-    if (ec) throw CtlExit{2, dir.string() + ": cannot list: " + ec.message()};
+    if (ec) throw CtlExit{kExitUsage, dir.string() + ": cannot list: " + ec.message()};
     std::sort(files.begin(), files.end());
     return files;
 }
@@ -70,7 +72,7 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     std::smatch m;
     const std::string name = p.filename().string();
     if (!std::regex_match(name, m, kPreprocName)) {
-        throw CtlExit{2, path + ": not named preproc-CAMERA-EXPID.fits[.gz]"};
+        throw CtlExit{kExitUsage, path + ": not named preproc-CAMERA-EXPID.fits[.gz]"};
     }
     Job job;
     job.camera = m[1];
@@ -79,7 +81,7 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     job.expid = expid;
     job.night = p.parent_path().parent_path().filename().string();
     if (job.night.size() != 8 || job.night.find_first_not_of("0123456789") != std::string::npos) {
-        throw CtlExit{2, path + ": expected under .../NIGHT/EXPID/ with an 8-digit NIGHT"};
+        throw CtlExit{kExitUsage, path + ": expected under .../NIGHT/EXPID/ with an 8-digit NIGHT"};
     }
     job.lane = a.lane;
     job.campaign = a.lane == "nightly" ? "nightly" : a.campaign;
@@ -95,43 +97,67 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     job.output = (fs::absolute(a.output_root) / "exposures" / job.night / job.expid /
                   ("frame-" + job.camera + "-" + job.expid + ".fits" + (compression == "gz" ? ".gz" : "")))
                      .string();
-    ExtractionOptions opt;
+    ExtractionOptions opt = a.options;
     const ArmDefaults arm = arm_defaults(parse_arm(job.camera).value());
     if (a.wavelength == "auto") {
         opt.wmin = arm.wmin;
         opt.wmax = arm.wmax;
         opt.dw = arm.dw;
-    } else if (std::sscanf(a.wavelength.c_str(), "%lf,%lf,%lf", &opt.wmin, &opt.wmax, &opt.dw) != 3) {
-        throw CtlExit{2, "--wavelength must be wmin,wmax,dw or auto, got '" + a.wavelength + "'"};
     }
-    opt.psferr = a.psferr >= 0 ? a.psferr : arm.psferr;
-    opt.specmin = a.specmin;
-    opt.nspec = a.nspec;
+    opt.psferr = a.psferr_given ? a.psferr : arm.psferr;
     job.options = service::options_to_json(opt);
     return job;
 }
 
+/// A refused option ends ex2dctl with the check's own sentence and the usage code.
+void refuse(const Status& status, const std::string& hint = "")
+{
+    if (!status.is_ok()) throw CtlExit{kExitUsage, status.message() + hint};
+}
+
+/// The options, checked with `ex2d extract`'s own functions: the fleet queues nothing that
+/// `ex2d extract` would refuse before reading the PSF. -w against each PSF's range is the
+/// reader's, which reads the PSF.
+ExtractionOptions checked_options(const SubmitArgs& a)
+{
+    ExtractionOptions opt;
+    opt.specmin = a.specmin;
+    opt.nspec = a.nspec;
+    if (a.wavelength != "auto") {
+        refuse(parse_wavelength_option(a.wavelength, opt.wmin, opt.wmax, opt.dw),
+               " (or auto: desi_proc's grid of each camera's arm)");
+    }
+    if (a.psferr_given) refuse(check_psferr_option(a.psferr));
+    refuse(validate_option_values(opt));
+    return opt;
+}
+
 }  // namespace
+
+void check_submit_args(SubmitArgs& a)
+{
+    if (a.lane != "nightly" && a.lane != "campaign") throw CtlExit{kExitUsage, "--lane must be nightly or campaign"};
+    if (a.lane == "campaign" && a.campaign.empty()) throw CtlExit{kExitUsage, "--campaign is required for the campaign lane"};
+    if (a.lane == "campaign" && (a.campaign == "nightly" || a.campaign.find_first_of(":/ ") != std::string::npos)) {
+        throw CtlExit{kExitUsage, "--campaign '" + a.campaign + "': a name without ':', '/', spaces, not 'nightly'"};
+    }
+    a.options = checked_options(a);
+}
 
 int submit(Connection& c, const SubmitArgs& a)
 {
-    if (a.lane != "nightly" && a.lane != "campaign") throw CtlExit{2, "--lane must be nightly or campaign"};
-    if (a.lane == "campaign" && a.campaign.empty()) throw CtlExit{2, "--campaign is required for the campaign lane"};
-    if (a.lane == "campaign" && (a.campaign == "nightly" || a.campaign.find_first_of(":/ ") != std::string::npos)) {
-        throw CtlExit{2, "--campaign '" + a.campaign + "': a name without ':', '/', spaces, not 'nightly'"};
-    }
     std::vector<std::string> files = a.preproc;
     if (!a.exposure_dir.empty()) for (auto& f : preproc_files_in(a.exposure_dir, false)) files.push_back(f);
     if (!a.night_dir.empty()) for (auto& f : preproc_files_in(a.night_dir, true)) files.push_back(f);
     if (!a.tree.empty()) for (auto& f : preproc_files_in(a.tree, true)) files.push_back(f);
     if (!a.list_file.empty()) {
         std::ifstream in(a.list_file);
-        if (!in) throw CtlExit{2, a.list_file + ": cannot read"};
+        if (!in) throw CtlExit{kExitUsage, a.list_file + ": cannot read"};
         for (std::string line; std::getline(in, line);) {
             if (!line.empty() && line[0] != '#') files.push_back(line);
         }
     }
-    if (files.empty()) throw CtlExit{2, "nothing to submit: no preproc files found"};
+    if (files.empty()) throw CtlExit{kExitUsage, "nothing to submit: no preproc files found"};
     std::vector<Job> jobs;
     for (const auto& f : files) jobs.push_back(job_for(f, a));  // every name checked before any is queued
     std::string stream = c.plane->nightly_stream();
@@ -150,7 +176,7 @@ int submit(Connection& c, const SubmitArgs& a)
     for (auto& job : jobs) {
         job.stream = stream;
         auto r = c.plane->submit(job, a.force);
-        if (!r.is_ok()) throw CtlExit{3, r.status().message()};
+        if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
         r.value() ? ++queued : ++skipped;
         out.push_back({{"job", job.job}, {"queued", r.value()}, {"output", job.output}});
         if (!a.json && !r.value()) std::cout << "skipped " << job.job << ": already queued, running or done\n";
@@ -184,33 +210,43 @@ std::vector<std::string> frame_keys(Connection& c, const std::string& campaign, 
     return keys;
 }
 
-std::string expid8(const std::string& e)
+}  // namespace
+
+std::string exposure_id_error(const std::string& text)
 {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%08ld", std::atol(e.c_str()));
-    return buf;
+    if (text.empty() || text.size() > 8 || text.find_first_not_of("0123456789") != std::string::npos) {
+        return "an exposure id is 1 to 8 digits, got '" + text + "'";
+    }
+    return {};
 }
 
-}  // namespace
+std::string exposure_id(const std::string& text)
+{
+    const std::string error = exposure_id_error(text);
+    if (!error.empty()) throw CtlExit{kExitUsage, "--exposure: " + error};
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08ld", std::atol(text.c_str()));
+    return buf;
+}
 
 std::vector<std::string> exposure_frame_keys(Connection& c, const std::string& campaign,
                                              const std::string& expid)
 {
-    return frame_keys(c, campaign, expid8(expid));
+    return frame_keys(c, campaign, exposure_id(expid));
 }
 
 int requeue(Connection& c, const std::string& exposure, const std::string& campaign,
             const std::string& night, bool as_json)
 {
     std::vector<std::pair<std::string, std::string>> exposures;  // campaign, expid
-    if (!exposure.empty()) exposures.emplace_back(campaign, expid8(exposure));
+    if (!exposure.empty()) exposures.emplace_back(campaign, exposure_id(exposure));
     if (!night.empty()) {
         for (const auto& m : must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
             const auto colon = m.str.rfind(':');
             exposures.emplace_back(m.str.substr(0, colon), m.str.substr(colon + 1));
         }
     }
-    if (exposures.empty()) throw CtlExit{2, "requeue needs --exposure or --night"};
+    if (exposures.empty()) throw CtlExit{kExitUsage, "requeue needs --exposure or --night"};
     int count = 0;
     json out = json::array();
     for (const auto& [camp, expid] : exposures) {
@@ -223,7 +259,7 @@ int requeue(Connection& c, const std::string& exposure, const std::string& campa
             Job job = Job::from_fields(fields);
             job.stream = job.lane == "campaign" ? c.plane->campaign_stream(job.campaign) : c.plane->nightly_stream();
             auto r = c.plane->submit(job, false);
-            if (!r.is_ok()) throw CtlExit{3, r.status().message()};
+            if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
             if (r.value()) {
                 ++count;
                 out.push_back({{"job", job.job}, {"was", state}, {"error", h.value("error", "")}});
@@ -239,7 +275,7 @@ int requeue(Connection& c, const std::string& exposure, const std::string& campa
 int drain(Connection& c, const std::string& name)
 {
     if (must(c.redis->command({"EXISTS", c.plane->key("proc:" + name)})).as_int() != 1) {
-        throw CtlExit{2, "no live process named " + name + " (see ex2dctl workers)"};
+        throw CtlExit{kExitUsage, "no live process named " + name + " (see ex2dctl workers)"};
     }
     must(c.redis->command({"SET", c.plane->key("drain:" + name), "1", "EX", "3600"}));
     std::cout << "asked " << name << " to drain: it finishes or hands back its frames and exits\n";
@@ -250,18 +286,18 @@ int campaign_action(Connection& c, const std::string& action, const std::string&
 {
     const std::string key = c.plane->key("campaign:" + name);
     if (must(c.redis->command({"SISMEMBER", c.plane->key("campaigns"), name})).as_int() != 1) {
-        throw CtlExit{2, "no campaign named " + name};
+        throw CtlExit{kExitUsage, "no campaign named " + name};
     }
     const std::string state = action == "pause" ? "paused" : action == "resume" ? "active" : "cancelled";
     if (hash(c, key).value("state", "") == "cancelled" && action != "cancel") {
-        throw CtlExit{2, "campaign " + name + " is cancelled"};
+        throw CtlExit{kExitUsage, "campaign " + name + " is cancelled"};
     }
     must(c.redis->command({"HSET", key, "state", state, "updated_at", std::to_string(service::unix_ms())}));
     if (state == "active") must(c.redis->command({"SADD", c.plane->key("campaigns:active"), name}));
     else must(c.redis->command({"SREM", c.plane->key("campaigns:active"), name}));
     if (state == "cancelled") {
         auto n = c.plane->cancel_queued(name);
-        if (!n.is_ok()) throw CtlExit{3, n.status().message()};
+        if (!n.is_ok()) throw CtlExit{kExitRedis, n.status().message()};
         std::cout << "cancelled " << n.value() << " queued frame(s)\n";
     }
     std::cout << "campaign " << name << ": " << state
@@ -271,13 +307,13 @@ int campaign_action(Connection& c, const std::string& action, const std::string&
 
 int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign, double timeout_s)
 {
-    const std::string key = c.plane->exposure_key(campaign, expid8(exposure));
+    const std::string key = c.plane->exposure_key(campaign, exposure_id(exposure));
     const auto start = std::chrono::steady_clock::now();
     std::string last;
     for (;;) {
         json h = hash(c, key);
-        if (h.empty()) throw CtlExit{2, "no exposure " + key};
-        const std::string line = "exposure " + expid8(exposure) + " (" + campaign + "): " +
+        if (h.empty()) throw CtlExit{kExitUsage, "no exposure " + key};
+        const std::string line = "exposure " + exposure_id(exposure) + " (" + campaign + "): " +
                                  h.value("n_done", "0") + "/" + h.value("nframes", "0") + " done, " +
                                  h.value("n_failed", "0") + " failed, " + h.value("n_dead", "0") + " dead";
         if (line != last) {
@@ -285,12 +321,12 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
             last = line;
         }
         const std::string state = h.value("state", "");
-        if (state == "done") return 0;
-        if (state == "done_with_errors" || state == "cancelled") return 4;
+        if (state == "done") return kExitOk;
+        if (state == "done_with_errors" || state == "cancelled") return kExitWithErrors;
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (timeout_s > 0 && waited > timeout_s) {
             std::cerr << "ex2dctl: timed out after " << timeout_s << " s\n";
-            return 5;
+            return kExitTimeout;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ex2d/extraction_types.hpp"
 #include "ex2d/service/control_plane.hpp"
 
 namespace ex2d::ctl {
@@ -19,11 +20,26 @@ struct Connection {
     std::unique_ptr<service::ControlPlane> plane;
 };
 
+/// ex2dctl's exit codes (docs/fleet.md, "ex2dctl").
+enum ExitCode : int {
+    kExitOk = 0,
+    kExitUsage = 2,        ///< bad command line or option value, bad configuration, refused password
+    kExitRedis = 3,        ///< Redis unreachable or answering with an error
+    kExitWithErrors = 4,   ///< wait: the exposure ended with failed or dead frames, or cancelled
+    kExitTimeout = 5,      ///< wait: --timeout passed
+};
+
 /// Thrown to end the program with a message and an exit code.
 struct CtlExit {
     int code;
     std::string message;
 };
+
+/// Empty when `text` is an exposure id (1 to 8 digits), else why not: --exposure's check.
+std::string exposure_id_error(const std::string& text);
+/// The 8-digit form of an exposure id ("12345" -> "00012345"); CtlExit(kExitUsage) when
+/// exposure_id_error(text) is not empty.
+std::string exposure_id(const std::string& text);
 
 struct SubmitArgs {
     std::vector<std::string> preproc;  ///< files
@@ -33,21 +49,29 @@ struct SubmitArgs {
     std::string lane = "nightly";
     std::string campaign;
     std::string wavelength = "auto";   ///< auto = desi_proc's grid of the camera's arm
-    double psferr = -1;                ///< < 0 = desi_proc's per arm
+    double psferr = -1;                ///< desi_proc's per arm unless psferr_given
+    bool psferr_given = false;
     int specmin = 0;
     int nspec = 500;
     std::string compression = "env";  ///< gz, none, env = $DESI_COMPRESSION (default gz)
     bool force = false;
     bool json = false;
+    ExtractionOptions options;         ///< set by check_submit_args
 };
 
+/// Checks the lane and the extraction options with `ex2d extract`'s functions and fills
+/// `args.options`; CtlExit(kExitUsage) with ex2d extract's message. Needs no Redis, so a bad
+/// command line is refused before anything is connected or queued.
+void check_submit_args(SubmitArgs& args);
+/// Queues the frames of `args`, which check_submit_args has checked.
 int submit(Connection& c, const SubmitArgs& args);
 /// Frames held longer than `lease_ms` without renewal are listed as stuck.
+/// Processes whose heartbeat is older than `heartbeat_ttl_ms` are shown as stale.
 int status(Connection& c, const std::string& night, const std::string& exposure,
-           const std::string& campaign, bool json, long long lease_ms);
+           const std::string& campaign, bool json, long long lease_ms, long long heartbeat_ttl_ms);
 int requeue(Connection& c, const std::string& exposure, const std::string& campaign,
             const std::string& night, bool json);
-int workers(Connection& c, bool json);
+int workers(Connection& c, bool json, long long heartbeat_ttl_ms);
 int drain(Connection& c, const std::string& name);
 int campaign_action(Connection& c, const std::string& action, const std::string& name);
 int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl status and workers: tables for people, --json for scripts.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -15,13 +16,18 @@ namespace {
 const char* const kStates[] = {"queued", "reading", "extracting", "writing", "done", "failed", "dead",
                                "cancelled"};
 
-json processes(Connection& c)
+json processes(Connection& c, long long heartbeat_ttl_ms)
 {
     json out = json::array();
+    const long long now = service::unix_ms();
     for (const auto& n : must(c.redis->command({"ZRANGE", c.plane->key("procs"), "0", "-1"})).elements) {
         json h = hash(c, c.plane->key("proc:" + n.str));
         if (h.empty()) continue;  // heartbeat expired: the process is gone
         h["name"] = n.str;
+        // A hash can outlive its heartbeat (an expiry that never reached Redis, a clock
+        // apart): its last published state no longer says anything about the process.
+        const long long beat = std::atoll(h.value("heartbeat_at", "0").c_str());
+        if (beat > 0 && now - beat > heartbeat_ttl_ms) h["state"] = "stale";
         out.push_back(h);
     }
     return out;
@@ -83,20 +89,19 @@ long frames_last_hour(Connection& c)
 
 }  // namespace
 
-int workers(Connection& c, bool as_json)
+int workers(Connection& c, bool as_json, long long heartbeat_ttl_ms)
 {
-    json procs = processes(c);
+    json procs = processes(c, heartbeat_ttl_ms);
     if (as_json) std::cout << procs.dump() << "\n";
     else print_processes(procs);
     return 0;
 }
 
 int status(Connection& c, const std::string& night, const std::string& exposure,
-           const std::string& campaign, bool as_json, long long lease_ms)
+           const std::string& campaign, bool as_json, long long lease_ms, long long heartbeat_ttl_ms)
 {
     if (!exposure.empty()) {
-        char expid[16];
-        std::snprintf(expid, sizeof expid, "%08ld", std::atol(exposure.c_str()));
+        const std::string expid = exposure_id(exposure);
         json summary = exposure_summary(c, campaign + ":" + expid);
         json frames = json::array();
         for (const auto& key : exposure_frame_keys(c, campaign, expid)) frames.push_back(hash(c, key));
@@ -157,7 +162,7 @@ int status(Connection& c, const std::string& night, const std::string& exposure,
     const long per_hour = frames_last_hour(c);
     const long remaining = totals["queued"] + totals["reading"] + totals["extracting"] + totals["writing"];
     const double eta_s = per_hour > 0 ? 3600.0 * double(remaining) / double(per_hour) : -1;
-    json procs = processes(c);
+    json procs = processes(c, heartbeat_ttl_ms);
     if (as_json) {
         std::cout << json{{"exposures", rows}, {"totals", totals}, {"stuck", stuck}, {"dead", dead},
                           {"frames_last_hour", per_hour}, {"remaining", remaining}, {"eta_s", eta_s},

@@ -2,7 +2,6 @@
 #include "cli_support.hpp"
 
 #include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
@@ -28,6 +27,11 @@ void exit_on_error(const Status& status, int code)
     if (!status.is_ok()) {
         throw CommandExit(code < 0 ? exit_code_for(status) : code, status.to_string());
     }
+}
+
+void exit_on_usage_error(const Status& status)
+{
+    if (!status.is_ok()) throw CommandExit(kExitUsage, status.message());
 }
 
 void add_backend_options(CLI::App& cmd, BackendChoice& choice)
@@ -68,22 +72,6 @@ std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& cho
     cuda.device = choice.device;
     cuda.memory_budget_bytes = std::size_t(choice.gpu_memory_gib * double(1 << 30));
     return value_or_exit(make_backend(name, threads, cuda));
-}
-
-void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw)
-{
-    if (text.empty()) return;
-    std::stringstream in(text);
-    char comma1 = 0, comma2 = 0;
-    double a = 0, b = 0, c = 0;
-    if (!(in >> a >> comma1 >> b >> comma2 >> c) || comma1 != ',' || comma2 != ',' ||
-        !(c > 0) || !(b > a)) {
-        throw CommandExit(kExitUsage, "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
-                             "got '" + text + "'");
-    }
-    wmin = a;
-    wmax = b;
-    dw = c;
 }
 
 void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength)

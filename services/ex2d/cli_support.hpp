@@ -29,8 +29,9 @@ T value_or_exit(Result<T> result, int code = -1)
     return std::move(result).value();
 }
 
-/// Parses "wmin,wmax,dw" into the options (desi_extract_spectra's -w).
-void parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw);
+/// Throws CommandExit(kExitUsage, its message) when `status` is not OK: an option's error is
+/// printed as the option's own sentence, without the "invalid argument:" of Status::to_string.
+void exit_on_usage_error(const Status& status);
 
 /// Registers desi_extract_spectra's extraction options on `cmd`.
 void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& wavelength);

@@ -11,6 +11,7 @@
 #include "ex2d/accuracy.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/frame_io.hpp"
+#include "ex2d/input_checks.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
@@ -78,7 +79,7 @@ void run_bench(BenchArgs& args)
     opt.wmin = defaults.wmin;
     opt.wmax = defaults.wmax;
     opt.dw = defaults.dw;
-    parse_wavelength_option(args.wavelength, opt.wmin, opt.wmax, opt.dw);
+    exit_on_usage_error(parse_wavelength_option(args.wavelength, opt.wmin, opt.wmax, opt.dw));
     opt.nspec = args.nspec;
 
     SimulationOptions sim;

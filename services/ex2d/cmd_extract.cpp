@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 #include <system_error>
 
 #include "cli_support.hpp"
 #include "ex2d/barycentric.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/frame_io.hpp"
+#include "ex2d/input_checks.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
@@ -45,13 +45,6 @@ std::string header_id(const PreprocImage& img)
            " camera=" + camera.value_or("?");
 }
 
-std::string number(double x)
-{
-    std::ostringstream out;
-    out << x;
-    return out.str();
-}
-
 /// desi_extract_spectra options that ex2d accepts but cannot honour are refused in one line;
 /// --mpi only changes how desispec parallelises, which ex2d does with threads.
 void check_desispec_options(const ExtractArgs& args)
@@ -73,10 +66,9 @@ void check_desispec_options(const ExtractArgs& args)
 /// $DESI_NO_GPU (desispec: the GPU wherever one is found unless either disables it).
 void check_option_values(ExtractArgs& args)
 {
-    parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw);
-    if (args.psferr_given && args.opt.psferr < 0) {
-        throw CommandExit(kExitUsage, "--psferr must be >= 0, got " + number(args.opt.psferr));
-    }
+    exit_on_usage_error(
+        parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw));
+    if (args.psferr_given) exit_on_usage_error(check_psferr_option(args.opt.psferr));
     if (args.backend.threads < 0) {
         throw CommandExit(kExitUsage, "--threads must be >= 0 (0: the CPUs this process may "
                                       "use), got " + std::to_string(args.backend.threads));
@@ -91,19 +83,6 @@ void check_option_values(ExtractArgs& args)
                        args.no_gpu ? "--no-gpu" : "DESI_NO_GPU is set");
     }
     args.opt.want_model = !args.model.empty();
-}
-
-/// -w must lie inside the PSF HDU's WAVEMIN..WAVEMAX, where the PSF is defined.
-void check_wave_range(const ExtractArgs& args, const GaussHermitePsf& psf)
-{
-    if (args.wavelength.empty() || psf.params.empty()) return;
-    const LegendreTable& domain = psf.params.begin()->second;
-    if (args.opt.wmin < domain.wavemin || args.opt.wmax > domain.wavemax) {
-        throw CommandExit(kExitUsage, "-w range " + number(args.opt.wmin) + ".." +
-                                          number(args.opt.wmax) + " A is outside the range " +
-                                          number(domain.wavemin) + ".." +
-                                          number(domain.wavemax) + " A of PSF " + args.psf);
-    }
 }
 
 /// desispec (makepath in io.write_frame) creates a missing output folder; ex2d reports it
@@ -127,40 +106,17 @@ void check_output_folder(const std::string& path, const char* what)
     }
 }
 
-/// The checks of the image against the PSF and the options that desispec would only hit
-/// at the end (FLAVOR when writing) or never (CAMERA).
+/// The image against the PSF and the options (the fleet's reader runs the same checks):
+/// the image's problems exit as input errors, -w outside the PSF as a usage error.
 void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHermitePsf& psf,
-                 const FitsTableBlob& fibermap, const std::string& fibermap_source)
+                 const FitsTableBlob& fibermap)
 {
-    if (img.ny != psf.npix_y || img.ccd_width() != psf.npix_x) {
-        throw CommandExit(kExitInput, "format error: " + args.input + ": image is " +
-                                          std::to_string(img.ccd_width()) + " x " +
-                                          std::to_string(img.ny) +
-                                          " pixels but PSF " + args.psf + " is for a " +
-                                          std::to_string(psf.npix_x) + " x " +
-                                          std::to_string(psf.npix_y) + " CCD");
-    }
-    const Status camera = check_psf_camera(img.header.get_string("CAMERA").value_or(""),
-                                           args.input, psf, args.psf);
-    if (!camera.is_ok()) throw CommandExit(kExitInput, "format error: " + camera.message());
-    const auto flavor = img.header.get_string("FLAVOR");
-    const char* const flavors[] = {"none", "flat", "arc", "zero", "bias", "science"};
-    if (!flavor) {
-        throw CommandExit(kExitInput, "format error: " + args.input +
-                                          ": IMAGE header has no FLAVOR keyword (frame " +
-                                          args.output + " not written)");
-    }
-    if (std::none_of(std::begin(flavors), std::end(flavors),
-                     [&](const char* ok) { return *flavor == ok; })) {
-        throw CommandExit(kExitInput, "format error: " + args.input + ": FLAVOR '" + *flavor +
-                                          "' is not one of none/flat/arc/zero/bias/science");
-    }
-    const long needed = long(args.opt.specmin) + args.opt.nspec;
-    if (!fibermap.empty() && fibermap.nrows < needed) {
-        throw CommandExit(kExitInput, "format error: " + fibermap_source + ": FIBERMAP has " +
-                                          std::to_string(fibermap.nrows) + " rows, specmin + " +
-                                          "nspec needs " + std::to_string(needed));
-    }
+    const ExtractionInputNames names{args.input, args.psf,
+                                     args.fibermap.empty() ? args.input : args.fibermap,
+                                     args.output};
+    const Status checked = check_extraction_inputs(img, fibermap, psf, args.opt, names);
+    if (checked.code() == StatusCode::invalid_argument) exit_on_usage_error(checked);
+    exit_on_error(checked, kExitInput);
 }
 
 /// The CCD columns that the patches of `opt` use.
@@ -211,9 +167,7 @@ void run_extract(ExtractArgs& args)
     const FitsTableBlob fibermap = args.fibermap.empty()
                                        ? meta.fibermap
                                        : value_or_exit(read_fibermap(args.fibermap), kExitInput);
-    check_image(args, meta, psf, fibermap, args.fibermap.empty() ? args.input : args.fibermap);
-    // After the image: a PSF of the wrong arm is better reported as such than as a range.
-    check_wave_range(args, psf);
+    check_image(args, meta, psf, fibermap);
     const std::string ids = header_id(meta);
     auto backend = make_backend_or_exit(args.backend);
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_support.hpp"
+#include "ex2d/input_checks.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
@@ -41,7 +42,8 @@ std::string psf_camera(const GaussHermitePsf& psf)
 void run_simulate(SimulateArgs& args, bool camera_given)
 {
     const auto t_start = std::chrono::steady_clock::now();
-    parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw);
+    exit_on_usage_error(
+        parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw));
     args.opt.noise = !args.no_noise;
 
     const GaussHermitePsf psf = value_or_exit(read_psf(args.psf));

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "ex2d/extraction.hpp"
+#include "ex2d/input_checks.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/service/fault_injection.hpp"
@@ -35,12 +36,11 @@ Result<service::FrameInputs> load_frame(const service::Job& job, const std::stri
     EX2D_RETURN_NOT_OK(validate_options(psf, opt));
     EX2D_ASSIGN_OR_RETURN(PreprocImage img,
                           read_preproc(job.preproc, {}, PreprocPlanes::extraction));
+    // `ex2d extract`'s own checks, with its messages: the fleet refuses what it refuses.
+    EX2D_RETURN_NOT_OK(check_extraction_inputs(img, img.fibermap, psf, opt,
+                                               {job.preproc, job.psf, job.preproc, job.output}));
+    // The fleet's own: the camera named by the file (the job) must match too.
     EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
-    if (img.ny != psf.npix_y || img.nx != psf.npix_x) {
-        return Status::format(job.preproc + ": image is " + std::to_string(img.nx) + " x " +
-                              std::to_string(img.ny) + " pixels but PSF " + job.psf + " is for a " +
-                              std::to_string(psf.npix_x) + " x " + std::to_string(psf.npix_y) + " CCD");
-    }
     if (auto camera = img.header.get_string("CAMERA")) {
         if (!camera->empty() && *camera != job.camera) {
             return Status::format(job.preproc + ": CAMERA is '" + *camera + "' but the job is for " +

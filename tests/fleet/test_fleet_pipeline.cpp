@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fleet end to end with the real binaries and a real redis-server: outputs identical to
-// `ex2d extract`, events, status, idempotent re-runs and the start-up safety checks.
+// `ex2d extract`, events, status, idempotent re-runs, inputs refused as `ex2d extract` refuses
+// them, and the start-up safety checks.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -130,6 +131,38 @@ TEST(FleetPipeline, BadInputFailsWithItsReasonAndIsRequeuedOnceRepaired)
     std::printf("fleet requeue: %s\n", o.report().c_str());
     EXPECT_EQ(o.done, 2);
     EXPECT_EQ(o.lost + o.duplicates + o.partial, 0);
+}
+
+TEST(FleetPipeline, WavelengthOutsideThePsfFailsWithExtractsMessage)
+{
+    Fleet fleet("waverange");
+    const auto preprocs = fleet.make_exposure(14, {"r3"});
+    // `ex2d extract` refuses a grid outside the PSF's wavelength range as a usage error ...
+    Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r3"),
+                             "-o", fleet.dir() + "/reference.fits", "-w", "1000,2000,0.8", "-n", "25"},
+                 {}, fleet.dir() + "/logs/extract.log");
+    ASSERT_EQ(tool.wait(60), 2);
+    const std::string log = tool.log();
+    const auto at = log.find("-w range 1000..2000 A is outside the range ");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string message = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(message.find(" A of PSF " + fleet.psf_path("r3")), std::string::npos) << message;
+    // ... and the fleet fails the frame with the same message instead of writing zeros.
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000014", "--psf",
+                         fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w", "1000,2000,0.8",
+                         "-n", "25", "--compression", "none"}), 0);
+    ASSERT_TRUE(fleet.wait_exposure(14, 60));
+    EXPECT_EQ(fleet.frame_field(14, "r3", "state"), "failed");
+    EXPECT_EQ(fleet.frame_field(14, "r3", "error"), "invalid argument: " + message);
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000014", "state"}).str, "done_with_errors");
+    EXPECT_FALSE(std::filesystem::exists(fleet.output_path(14, "r3")));
+    std::string out;
+    ASSERT_EQ(fleet.ctl({"status", "--exposure", "14"}, &out), 0);
+    EXPECT_NE(out.find("failed"), std::string::npos) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
 }
 
 TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)

@@ -33,6 +33,9 @@ WaveGrids make_wave_grids(const GaussHermitePsf& psf, const ExtractionOptions& o
 
 /// Checks the option combination (bundle alignment, ranges) against the PSF.
 Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt);
+/// validate_options without the PSF: every check but specmin + nspec against the PSF's
+/// fibres, with the same messages (what ex2dctl submit checks before queueing).
+Status validate_option_values(const ExtractionOptions& opt);
 
 /// Patches of a frame in bundle, sub-bundle, wavelength order, with pixel windows
 /// clipped to the CCD [0, ny) x [0, nx).

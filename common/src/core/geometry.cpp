@@ -57,7 +57,10 @@ WaveGrids make_wave_grids(const GaussHermitePsf& psf, const ExtractionOptions& o
     return grids;
 }
 
-Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt)
+namespace {
+
+/// validate_options' checks in their order; psf_nspec < 0 skips the one that needs the PSF.
+Status check_options(const ExtractionOptions& opt, int psf_nspec)
 {
     std::ostringstream why;
     if (opt.bundlesize <= 0 || opt.nsubbundles <= 0 || opt.bundlesize % opt.nsubbundles != 0) {
@@ -68,9 +71,9 @@ Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt
     } else if (opt.specmin < 0 || opt.specmin % opt.bundlesize != 0) {
         why << "specmin " << opt.specmin << " is not on a bundle boundary (bundlesize "
             << opt.bundlesize << ")";
-    } else if (opt.specmin + opt.nspec > psf.nspec()) {
+    } else if (psf_nspec >= 0 && opt.specmin + opt.nspec > psf_nspec) {
         why << "spectra " << opt.specmin << ".." << opt.specmin + opt.nspec - 1
-            << " exceed the PSF's " << psf.nspec() << " fibres";
+            << " exceed the PSF's " << psf_nspec << " fibres";
     } else if (!(opt.dw > 0) || opt.nwavestep <= 0 || opt.wavepad < 0) {
         why << "wavelength step, nwavestep and wavepad must be positive";
     } else if (opt.wmin != 0 && opt.wmax != 0 && !(opt.wmax > opt.wmin)) {
@@ -83,6 +86,18 @@ Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt
     }
     const std::string message = why.str();
     return message.empty() ? Status::ok() : Status::invalid(message);
+}
+
+}  // namespace
+
+Status validate_options(const GaussHermitePsf& psf, const ExtractionOptions& opt)
+{
+    return check_options(opt, psf.nspec());
+}
+
+Status validate_option_values(const ExtractionOptions& opt)
+{
+    return check_options(opt, -1);
 }
 
 std::vector<PatchGeometry> plan_patches(const GaussHermitePsf& psf, const ExtractionOptions& opt,
