@@ -16,7 +16,7 @@ void test_delay(const char* stage)
     if (!value || !*value) return;
     const long ms = std::atol(value);
     if (ms <= 0) return;
-    logger()->debug("{}: sleeping {} ms", name, ms);
+    logger()->info("{}: sleeping {} ms", name, ms);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 

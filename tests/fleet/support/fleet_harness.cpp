@@ -172,6 +172,7 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup) : redis_setup
                 {"service.heartbeat_ttl_s", "3"},
                 {"zmq.discovery_interval_s", "0.3"},
                 {"zmq.peer_timeout_s", "3"},
+                {"writer.sweep_interval_s", "0.5"},
                 {"zmq.bind", "ipc://" + dir_ + "/{name}.sock"},
                 {"worker.threads", "1"},
                 {"reader.credit_hold_ms", "200"}};

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The writer's last line of defence: a frame is written only under its own job's identity,
+// and the final rename never replaces a frame of the same job (services/writer).
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include "ex2d/frame_io.hpp"
+#include "final_file.hpp"
+#include "fits_fixtures.hpp"
+#include "test_paths.hpp"
+#include "writer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ex2d::writer::Placement;
+
+constexpr int kNspec = 4, kNwave = 6, kNdiag = 3;
+
+ex2d::ExtractedFrame small_frame(int specmin)
+{
+    ex2d::ExtractedFrame fr;
+    fr.specmin = specmin;
+    fr.nspec = kNspec;
+    fr.nwave = kNwave;
+    fr.ndiag = kNdiag;
+    for (int j = 0; j < kNwave; ++j) fr.wave.push_back(6000.0 + 0.8 * j);
+    for (int i = 0; i < kNspec * kNwave; ++i) {
+        fr.flux.push_back(1.0 + i);
+        fr.ivar.push_back(4.0);
+        fr.mask.push_back(0);
+        fr.chi2pix.push_back(1.0);
+    }
+    for (int i = 0; i < kNspec * kNdiag * kNwave; ++i) fr.resolution.push_back(0.25);
+    return fr;
+}
+
+/// The outputs of job nightly/00000042/r2 (petal 2: FIBER = 1000 + row).
+ex2d::service::FrameOutputs outputs_of_r2()
+{
+    ex2d::service::FrameOutputs out;
+    out.job.job = "nightly/00000042/r2";
+    out.job.camera = "r2";
+    out.job.expid = "00000042";
+    out.job.night = "20261122";
+    out.image_header.set_string("CAMERA", "r2      ");
+    out.image_header.set_int("EXPID", 42);
+    out.image_header.set_int("NIGHT", 20261122);
+    out.fibermap = ex2d::test::make_fibermap_blob(500, 1000, 39627000000000000LL, 1000, true);
+    out.frame = small_frame(3);
+    return out;
+}
+
+TEST(WriterIdentity, TheJobsOwnFrameIsAccepted)
+{
+    const ex2d::Status s = ex2d::writer::check_frame_identity(outputs_of_r2());
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+}
+
+TEST(WriterIdentity, AnotherFramesFibermapOrHeaderIsRefusedWithTheReason)
+{
+    auto refused = [](const ex2d::service::FrameOutputs& out) {
+        const ex2d::Status s = ex2d::writer::check_frame_identity(out);
+        EXPECT_EQ(s.code(), ex2d::StatusCode::format_error);
+        return s.message();
+    };
+    auto petal1 = outputs_of_r2();
+    petal1.fibermap = ex2d::test::make_fibermap_blob(500, 500, 39627000000000000LL, 1000, true);
+    EXPECT_NE(refused(petal1).find("FIBERMAP row 3 is FIBER 503, expected 1003"), std::string::npos)
+        << refused(petal1);
+    auto short_map = outputs_of_r2();
+    short_map.fibermap = ex2d::test::make_fibermap_blob(5, 1000, 1, 1000, true);
+    EXPECT_NE(refused(short_map).find("FIBERMAP has 5 rows for spectra 3..6"), std::string::npos);
+    auto camera = outputs_of_r2();
+    camera.image_header.set_string("CAMERA", "r1");
+    EXPECT_NE(refused(camera).find("header CAMERA is r1"), std::string::npos);
+    auto expid = outputs_of_r2();
+    expid.image_header.set_int("EXPID", 41);
+    EXPECT_NE(refused(expid).find("header EXPID is 41"), std::string::npos);
+    auto night = outputs_of_r2();
+    night.image_header.set_int("NIGHT", 20261121);
+    const std::string message = refused(night);
+    EXPECT_NE(message.find("header NIGHT is 20261121"), std::string::npos);
+    EXPECT_NE(message.find("not job nightly/00000042/r2's"), std::string::npos) << message;
+}
+
+/// A frame file whose FLUX header carries the provenance of `job`.
+ex2d::FitsHeader write_frame_of(const std::string& path, const std::string& job, double flux)
+{
+    ex2d::FrameProvenance prov;
+    prov.image_header.set_string("CAMERA", "r2");
+    prov.image_header.set_string("FLAVOR", "science");
+    prov.image_header.set_string("EX2DJOB", job);
+    prov.image_header.set_string("EX2DPREP", "0123456789abcdef");
+    prov.image_header.set_string("EX2DPSFC", "fedcba9876543210");
+    prov.image_header.set_string("EX2DVERS", EX2D_VERSION);
+    prov.options.wmin = 6000.0;
+    prov.options.wmax = 6004.0;
+    prov.options.dw = 0.8;
+    prov.options.nspec = kNspec;
+    ex2d::ExtractedFrame frame = small_frame(0);
+    frame.flux[0] = flux;
+    const ex2d::Status written = ex2d::write_frame(path, frame, prov);
+    EXPECT_TRUE(written.is_ok()) << written.to_string();
+    return prov.image_header;
+}
+
+long long inode_of(const std::string& path)
+{
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? (long long)st.st_ino : -1;
+}
+
+TEST(FinalRename, NeverReplacesAnExistingName)
+{
+    ex2d::test::TempDir dir;
+    const std::string a = dir.file("a.fits"), b = dir.file("b.fits");
+    std::ofstream(a) << "new";
+    std::ofstream(b) << "old";
+    EXPECT_EQ(ex2d::writer::rename_no_replace(a, b), -1);
+    EXPECT_EQ(errno, EEXIST);
+    EXPECT_TRUE(fs::exists(a));
+    std::ifstream in(b);
+    std::string text;
+    in >> text;
+    EXPECT_EQ(text, "old");
+    fs::remove(b);
+    EXPECT_EQ(ex2d::writer::rename_no_replace(a, b), 0);
+    EXPECT_FALSE(fs::exists(a));
+}
+
+TEST(FinalRename, AFrameOfTheSameJobIsNeverReplaced)
+{
+    ex2d::test::TempDir dir;
+    const std::string final_path = dir.file("frame-r2-00000042.fits");
+    const std::string tmp = dir.file("frame-r2-00000042.tmp-host-1.fits");
+    const std::string aside = dir.file("frame-r2-00000042.replaced-host-1.fits");
+    write_frame_of(final_path, "nightly/00000042/r2", 1.0);
+    const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
+    const long long inode = inode_of(final_path);
+    int lease_checks = 0;
+    auto placed = ex2d::writer::place_final(tmp, final_path, aside, ours, [&] { ++lease_checks; return true; });
+    ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+    EXPECT_EQ(placed.value(), Placement::already_there);
+    EXPECT_EQ(inode_of(final_path), inode);
+    EXPECT_EQ(ex2d::read_frame(final_path).value().flux[0], 1.0);
+    EXPECT_TRUE(fs::exists(tmp)) << "the caller removes its temporary";
+    EXPECT_FALSE(fs::exists(aside));
+    EXPECT_EQ(lease_checks, 0);
+}
+
+TEST(FinalRename, AnOlderOutputIsReplacedOnlyWhileTheLeaseHolds)
+{
+    ex2d::test::TempDir dir;
+    const std::string final_path = dir.file("frame-r2-00000042.fits");
+    const std::string tmp = dir.file("frame-r2-00000042.tmp-host-1.fits");
+    const std::string aside = dir.file("frame-r2-00000042.replaced-host-1.fits");
+    write_frame_of(final_path, "campaign-old/00000042/r2", 1.0);
+    const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
+
+    auto lost = ex2d::writer::place_final(tmp, final_path, aside, ours, [] { return false; });
+    ASSERT_FALSE(lost.is_ok());
+    EXPECT_NE(lost.status().message().find("lease lost"), std::string::npos);
+    EXPECT_EQ(ex2d::read_frame(final_path).value().flux[0], 1.0);
+
+    auto placed = ex2d::writer::place_final(tmp, final_path, aside, ours, [] { return true; });
+    ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
+    EXPECT_EQ(placed.value(), Placement::placed);
+    EXPECT_EQ(ex2d::read_frame(final_path).value().flux[0], 2.0);
+    EXPECT_FALSE(fs::exists(tmp));
+    EXPECT_FALSE(fs::exists(aside));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+}  // namespace
