@@ -40,10 +40,12 @@ void PeerConnections::sync(const PeerMap& live, const PeerMap& kept)
     for (const auto& endpoint : stale) {
         disconnect(endpoint, kept_keys.count(endpoint) ? "new key" : "no process advertises it");
     }
+    for (auto& [endpoint, connection] : by_endpoint_) connection.live = false;
     for (const auto& [name, peer] : live) {
         auto connected = by_endpoint_.find(peer.endpoint);
         if (connected != by_endpoint_.end()) {
             connected->second.name = name;
+            connected->second.live = true;
             continue;
         }
         // A peer refused for its keys is tried again only once its entry changes.
@@ -58,7 +60,7 @@ void PeerConnections::sync(const PeerMap& live, const PeerMap& kept)
             continue;
         }
         refused_.erase(name);
-        Connection connection{peer.key, "", name};
+        Connection connection{peer.key, "", name, true};
         try {
             if (routed_) {
                 connection.routing_id = name + "#" + std::to_string(++next_id_);
@@ -78,17 +80,19 @@ void PeerConnections::sync(const PeerMap& live, const PeerMap& kept)
     }
 }
 
-std::vector<std::string> PeerConnections::routing_ids() const
+std::vector<std::string> PeerConnections::live_routing_ids() const
 {
     std::vector<std::string> ids;
-    for (const auto& [endpoint, connection] : by_endpoint_) ids.push_back(connection.routing_id);
+    for (const auto& [endpoint, connection] : by_endpoint_) {
+        if (connection.live) ids.push_back(connection.routing_id);
+    }
     return ids;
 }
 
-bool PeerConnections::has_routing_id(const std::string& id) const
+bool PeerConnections::is_live(const std::string& id) const
 {
     for (const auto& [endpoint, connection] : by_endpoint_) {
-        if (connection.routing_id == id) return true;
+        if (connection.routing_id == id) return connection.live;
     }
     return false;
 }

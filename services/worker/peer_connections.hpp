@@ -39,15 +39,19 @@ public:
     void sync(const PeerMap& live, const PeerMap& kept);
 
     bool empty() const { return by_endpoint_.empty(); }
-    /// Routing ids of the connections, in endpoint order (routed sockets only).
-    std::vector<std::string> routing_ids() const;
-    bool has_routing_id(const std::string& id) const;
+    /// Routing ids of the connections whose process heart-beat in the last round, in endpoint
+    /// order (routed sockets only): a killed or stopped peer is not offered work while its
+    /// connection lingers.
+    std::vector<std::string> live_routing_ids() const;
+    /// True while the connection with routing id `id` leads to a live process.
+    bool is_live(const std::string& id) const;
 
 private:
     struct Connection {
         std::string key;
         std::string routing_id;
         std::string name;  ///< for logs: the latest process seen on this endpoint
+        bool live = false;  ///< some process on it heart-beat within the registration lifetime
     };
     void disconnect(const std::string& endpoint, const char* why);
 
