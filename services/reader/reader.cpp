@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "reader.hpp"
 
+#include <algorithm>
+
 #include "ex2d/logging.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
@@ -120,7 +122,7 @@ bool Reader::dispatch()
     return sent_any;
 }
 
-std::optional<Job> Reader::next_job()
+std::optional<Job> Reader::next_job(long block_ms)
 {
     if (!claimed_.empty()) {
         Job job = std::move(claimed_.front());
@@ -140,12 +142,41 @@ std::optional<Job> Reader::next_job()
             return std::move(*job.value());
         }
     }
-    return std::nullopt;
+    if (block_ms <= 0) return std::nullopt;
+    // Nothing queued: wait in Redis rather than asking again at once. Jobs of several lanes
+    // that arrive together are all taken, and served in lane order.
+    auto arrived = plane_->wait_for_new(streams.value(), me_, block_ms);
+    if (!arrived.is_ok()) {
+        logger()->warn("cannot wait for jobs: {}", arrived.status().message());
+        return std::nullopt;
+    }
+    for (auto& job : arrived.value()) {
+        keeper_->hold(job);
+        claimed_.push_back(std::move(job));
+    }
+    if (claimed_.empty()) return std::nullopt;
+    Job job = std::move(claimed_.front());
+    claimed_.pop_front();
+    return job;
 }
 
-bool Reader::load_next()
+long Reader::job_wait_ms() const
 {
-    std::optional<Job> job = next_job();
+    using std::chrono::duration_cast;
+    using std::chrono::milliseconds;
+    const auto now = Clock::now();
+    long wait = 500;
+    wait = std::min(wait, long(duration_cast<milliseconds>(next_reap_ - now).count()));
+    if (!credits_.empty()) {
+        const auto hold = milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
+        wait = std::min(wait, long(duration_cast<milliseconds>(credits_.front().received_at + hold - now).count()));
+    }
+    return std::max(wait, 1L);
+}
+
+bool Reader::load_next(long block_ms)
+{
+    std::optional<Job> job = next_job(block_ms);
     if (!job) return false;
     service::ScopedLogContext lc(job_log_context(*job));
     logger()->info("reading preproc={} psf={}", job->preproc, job->psf);
@@ -203,9 +234,10 @@ bool Reader::step()
     receive_messages(idle ? 100 : 0);
     dispatch();
     if (!credits_.empty() && ready_.empty()) {
-        if (load_next()) dispatch();
+        if (load_next(job_wait_ms())) dispatch();
     } else if (ready_.size() < prefetch) {
-        load_next();
+        // Read ahead, but wait for a job only when no credit is waiting to be answered.
+        load_next(credits_.empty() ? job_wait_ms() : 0);
     }
     // A credit we cannot serve goes back, so the worker can ask another reader.
     const auto hold = std::chrono::milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));

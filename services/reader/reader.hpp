@@ -42,8 +42,12 @@ private:
 
     void receive_messages(long wait_ms);
     bool dispatch();
-    bool load_next();
-    std::optional<service::Job> next_job();
+    /// Loads the next job, waiting up to `block_ms` in Redis for one when none is queued.
+    bool load_next(long block_ms);
+    std::optional<service::Job> next_job(long block_ms);
+    /// How long the next wait for a job may last: until the oldest credit must be answered,
+    /// the reaper is due, or at most 500 ms (a drain request or SIGTERM is seen within that).
+    long job_wait_ms() const;
     void reap();
 
     service::ServiceContext& ctx_;

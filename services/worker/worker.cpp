@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "worker.hpp"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "ex2d/extraction.hpp"
@@ -35,6 +38,7 @@ Worker::Worker(service::ServiceContext& ctx)
 Worker::~Worker()
 {
     if (extraction_.valid()) extraction_.wait();
+    if (extraction_done_fd_ >= 0) ::close(extraction_done_fd_);
 }
 
 Status Worker::start()
@@ -77,6 +81,9 @@ Status Worker::start()
                        security_->allowed().empty() ? std::string("any advertised")
                                                     : std::to_string(security_->allowed().size()));
     }
+    // The main loop sleeps in poll() until a message or the end of an extraction wakes it.
+    extraction_done_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (extraction_done_fd_ < 0) return Status::io(std::string("eventfd: ") + std::strerror(errno));
     keeper_ = std::make_unique<service::Keeper>(ctx_);
     keeper_->set_field("backend", backend_->name());
     keeper_->set_field("device", device_);
@@ -142,9 +149,11 @@ void Worker::ask_for_frames()
 
 void Worker::receive_messages(long wait_ms)
 {
-    zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {writers_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0},
+                               {writers_.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, extraction_done_fd_, ZMQ_POLLIN, 0}};
     try {
-        if (zmq::poll(items, 2, std::chrono::milliseconds(wait_ms)) <= 0) return;
+        if (zmq::poll(items, 3, std::chrono::milliseconds(wait_ms)) <= 0) return;
     } catch (const zmq::error_t& e) {
         // SIGTERM interrupts the wait; the main loop then sees the stop request.
         if (e.num() == EINTR) return;
@@ -278,7 +287,10 @@ void Worker::start_extraction()
     keeper_->set_field("current", in.job.job);
     extracting_job_ = in.job;
     extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
-        return extract(std::move(in));
+        auto result = extract(std::move(in));
+        const std::uint64_t one = 1;
+        (void)!::write(extraction_done_fd_, &one, sizeof one);
+        return result;
     });
 }
 
@@ -286,6 +298,8 @@ void Worker::collect_extraction()
 {
     if (!extracting_job_ || !extraction_.valid()) return;
     if (extraction_.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) return;
+    std::uint64_t signals = 0;
+    (void)!::read(extraction_done_fd_, &signals, sizeof signals);
     Job job = *extracting_job_;
     extracting_job_.reset();
     keeper_->set_field("current", "");
@@ -340,8 +354,10 @@ bool Worker::step()
     send_result();
     start_extraction();
     ask_for_frames();
-    const bool busy = !waiting_.empty() && !extracting_job_;
-    receive_messages(busy ? 0 : 50);
+    // Nothing to do until a message, the end of the extraction (its eventfd) or a timer: a
+    // frame that waits while a result waits for a writer's grant is no reason to spin.
+    const bool can_start = !waiting_.empty() && !extracting_job_ && !delivery_->busy();
+    receive_messages(can_start ? 0 : 100);
     ctx_.metrics().frames_in_memory().Set(double(waiting_.size() + (extracting_job_ ? 1 : 0) +
                                                  (delivery_->busy() ? 1 : 0)));
     const long long max_frames = ctx_.config().get_int("service.max_frames");

@@ -66,6 +66,7 @@ private:
     std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
     std::optional<service::Job> extracting_job_;
     std::future<Result<service::FrameOutputs>> extraction_;
+    int extraction_done_fd_ = -1;  ///< eventfd the extraction thread signals when it returns
     std::map<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_;  ///< by checksum
     Clock::time_point next_discovery_;
     long frames_done_ = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "control_plane_scripts.hpp"
@@ -163,6 +164,43 @@ Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, con
     if (epoch <= 0) return std::optional<Job>();
     job->epoch = epoch;
     return job;
+}
+
+Result<std::vector<Job>> ControlPlane::wait_for_new(const std::vector<std::string>& streams,
+                                                    const Actor& consumer, long block_ms)
+{
+    std::vector<Job> jobs;
+    std::vector<std::string> args = {"XREADGROUP", "GROUP", kReaderGroup, consumer.name, "COUNT", "1",
+                                     "BLOCK", std::to_string(std::max(1L, block_ms)), "STREAMS"};
+    args.insert(args.end(), streams.begin(), streams.end());
+    args.insert(args.end(), streams.size(), ">");
+    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command(args));
+    if (v.is_error()) {
+        if (v.str.find("NOGROUP") == std::string::npos) return Status::io("redis XREADGROUP: " + v.str);
+        // A lane whose group is gone (a campaign stream deleted and re-created): make it again.
+        for (const auto& stream : streams) streams_with_group_.erase(stream);
+        for (const auto& stream : streams) EX2D_RETURN_NOT_OK(ensure_group(stream));
+        return jobs;
+    }
+    if (v.is_nil()) return jobs;
+    // Redis answers [[stream, [entry]], ...] for the streams that had entries.
+    std::map<std::string, const RedisValue*> by_stream;
+    for (const auto& reply : v.elements) {
+        if (reply.elements.size() == 2 && !reply.elements[1].elements.empty()) {
+            by_stream[reply.elements[0].str] = &reply.elements[1].elements[0];
+        }
+    }
+    for (const auto& stream : streams) {
+        auto found = by_stream.find(stream);
+        if (found == by_stream.end()) continue;
+        std::optional<Job> job = entry_to_job(*found->second, stream);
+        if (!job) continue;
+        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
+        if (epoch <= 0) continue;
+        job->epoch = epoch;
+        jobs.push_back(std::move(*job));
+    }
+    return jobs;
 }
 
 Result<std::vector<Job>> ControlPlane::take_own_pending(const std::string& stream,

@@ -178,6 +178,8 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup) : redis_setup
                 {"reader.credit_hold_ms", "200"}};
 }
 
+pid_t Fleet::redis_pid() const { return redis_server_ ? redis_server_->pid() : -1; }
+
 Fleet::~Fleet()
 {
     processes_.clear();

@@ -71,6 +71,8 @@ public:
 
     const std::string& dir() const { return dir_; }
     int redis_port() const { return redis_port_; }
+    /// The test's redis-server process id (-1 when it is not running).
+    pid_t redis_pid() const;
     /// Flags every service gets: Redis port, short leases for tests, ipc:// endpoints.
     std::map<std::string, std::string> settings;
     /// Environment every service gets (fault injection).

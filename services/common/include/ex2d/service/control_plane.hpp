@@ -80,6 +80,11 @@ public:
     /// Reads one new job for `consumer` from `stream` (XREADGROUP >) and takes it: state
     /// reading, epoch = delivery count. nullopt when the stream has none.
     Result<std::optional<Job>> take_new(const std::string& stream, const Actor& consumer);
+    /// Waits up to `block_ms` for new jobs in any of `streams` (one XREADGROUP ... BLOCK, so an
+    /// idle reader costs Redis nothing) and takes what arrives: at most one job per stream, in
+    /// the order of `streams`. Empty when none came.
+    Result<std::vector<Job>> wait_for_new(const std::vector<std::string>& streams,
+                                          const Actor& consumer, long block_ms);
     /// Re-claims this consumer's own pending jobs (restart under the same name), bumping their
     /// epoch so that holders from before the restart are fenced off.
     Result<std::vector<Job>> take_own_pending(const std::string& stream, const Actor& consumer);
