@@ -48,6 +48,9 @@ Status Reader::start()
     keeper_->set_field("endpoint", endpoint);
     if (curve) keeper_->set_field("curve_key", security_->public_key());
     EX2D_RETURN_NOT_OK(keeper_->start());
+    EX2D_ASSIGN_OR_RETURN(service::RedisOptions feed_redis, service::redis_options_from_config(cfg));
+    feed_ = std::make_unique<JobFeed>(feed_redis, cfg.get_string("redis.namespace"), me_, *keeper_);
+    EX2D_RETURN_NOT_OK(feed_->start());
 
     // A restart under the same name finishes its own pending jobs first (their epochs bumped).
     EX2D_ASSIGN_OR_RETURN(std::vector<std::string> streams, plane_->lane_streams());
@@ -67,9 +70,17 @@ Status Reader::start()
     return Status::ok();
 }
 
-void Reader::receive_messages(long wait_ms)
+void Reader::receive_messages(long wait_ms, bool wants_job)
 {
-    if (!service::wait_readable(router_, wait_ms)) return;
+    // Wakes for a worker's message or, when a job is wanted, a job from the feed.
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, feed_->fd(), ZMQ_POLLIN, 0}};
+    try {
+        if (zmq::poll(items, wants_job ? 2 : 1, std::chrono::milliseconds(wait_ms)) <= 0) return;
+    } catch (const zmq::error_t& e) {
+        // SIGTERM interrupts the wait; the main loop then sees the stop request.
+        if (e.num() == EINTR) return;
+        throw;
+    }
     while (auto parts = service::try_recv(router_)) {
         if (parts->empty()) continue;
         std::string identity = parts->front().to_string();
@@ -122,45 +133,19 @@ bool Reader::dispatch()
     return sent_any;
 }
 
-std::optional<Job> Reader::next_job(long block_ms)
+std::optional<Job> Reader::next_job()
 {
     if (!claimed_.empty()) {
         Job job = std::move(claimed_.front());
         claimed_.pop_front();
         return job;
     }
-    auto streams = plane_->lane_streams();
-    if (!streams.is_ok()) return std::nullopt;
-    for (const auto& stream : streams.value()) {
-        auto job = plane_->take_new(stream, me_);
-        if (!job.is_ok()) {
-            logger()->warn("cannot read {}: {}", stream, job.status().message());
-            return std::nullopt;
-        }
-        if (job.value()) {
-            keeper_->hold(*job.value());
-            return std::move(*job.value());
-        }
-    }
-    if (block_ms <= 0) return std::nullopt;
-    // Nothing queued: wait in Redis rather than asking again at once. Jobs of several lanes
-    // that arrive together are all taken, and served in lane order.
-    auto arrived = plane_->wait_for_new(streams.value(), me_, block_ms);
-    if (!arrived.is_ok()) {
-        logger()->warn("cannot wait for jobs: {}", arrived.status().message());
-        return std::nullopt;
-    }
-    for (auto& job : arrived.value()) {
-        keeper_->hold(job);
-        claimed_.push_back(std::move(job));
-    }
-    if (claimed_.empty()) return std::nullopt;
-    Job job = std::move(claimed_.front());
-    claimed_.pop_front();
-    return job;
+    if (auto job = feed_->take()) return job;
+    feed_->want();
+    return std::nullopt;
 }
 
-long Reader::job_wait_ms() const
+long Reader::sleep_ms() const
 {
     using std::chrono::duration_cast;
     using std::chrono::milliseconds;
@@ -171,12 +156,12 @@ long Reader::job_wait_ms() const
         const auto hold = milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
         wait = std::min(wait, long(duration_cast<milliseconds>(credits_.front().received_at + hold - now).count()));
     }
-    return std::max(wait, 1L);
+    return std::max(wait, 0L);
 }
 
-bool Reader::load_next(long block_ms)
+bool Reader::load_next()
 {
-    std::optional<Job> job = next_job(block_ms);
+    std::optional<Job> job = next_job();
     if (!job) return false;
     service::ScopedLogContext lc(job_log_context(*job));
     logger()->info("reading preproc={} psf={}", job->preproc, job->psf);
@@ -230,14 +215,15 @@ bool Reader::step()
     if (max_frames > 0 && frames_sent_ >= max_frames) return false;
 
     const std::size_t prefetch = std::size_t(ctx_.config().get_int("reader.prefetch"));
-    const bool idle = credits_.empty() && ready_.size() >= prefetch;
-    receive_messages(idle ? 100 : 0);
+    // Re-delivered jobs are loaded at once; otherwise sleep until a message, a job from the
+    // feed, a credit's deadline or the reaper.
+    const bool wants_job = ready_.size() < prefetch || (!credits_.empty() && ready_.empty());
+    receive_messages(wants_job && !claimed_.empty() ? 0 : sleep_ms(), wants_job);
     dispatch();
     if (!credits_.empty() && ready_.empty()) {
-        if (load_next(job_wait_ms())) dispatch();
+        if (load_next()) dispatch();
     } else if (ready_.size() < prefetch) {
-        // Read ahead, but wait for a job only when no credit is waiting to be answered.
-        load_next(credits_.empty() ? job_wait_ms() : 0);
+        load_next();
     }
     // A credit we cannot serve goes back, so the worker can ask another reader.
     const auto hold = std::chrono::milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
@@ -271,6 +257,7 @@ bool Reader::step()
 
 void Reader::drain(Clock::time_point)
 {
+    for (const auto& job : feed_->stop()) service::hand_back(*plane_, *keeper_, job, ctx_.config());
     for (const auto& frame : ready_) service::hand_back(*plane_, *keeper_, frame.job, ctx_.config());
     for (const auto& job : claimed_) service::hand_back(*plane_, *keeper_, job, ctx_.config());
     ready_.clear();

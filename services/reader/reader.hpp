@@ -17,6 +17,7 @@
 #include "ex2d/service/curve.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
+#include "job_feed.hpp"
 
 namespace ex2d::reader {
 
@@ -40,14 +41,15 @@ private:
         Clock::time_point received_at;
     };
 
-    void receive_messages(long wait_ms);
+    void receive_messages(long wait_ms, bool wants_job);
     bool dispatch();
-    /// Loads the next job, waiting up to `block_ms` in Redis for one when none is queued.
-    bool load_next(long block_ms);
-    std::optional<service::Job> next_job(long block_ms);
-    /// How long the next wait for a job may last: until the oldest credit must be answered,
-    /// the reaper is due, or at most 500 ms (a drain request or SIGTERM is seen within that).
-    long job_wait_ms() const;
+    /// Loads the next job: a re-delivered one, else one from the feed (asking it for one
+    /// when it has none yet). false when there was none to load.
+    bool load_next();
+    std::optional<service::Job> next_job();
+    /// How long the main loop may sleep when nothing is ready: until the oldest credit must be
+    /// answered, the reaper is due, or at most 500 ms (a drain request is seen within that).
+    long sleep_ms() const;
     void reap();
 
     service::ServiceContext& ctx_;
@@ -55,6 +57,7 @@ private:
     std::unique_ptr<service::RedisClient> redis_;
     std::unique_ptr<service::ControlPlane> plane_;
     std::unique_ptr<service::Keeper> keeper_;
+    std::unique_ptr<JobFeed> feed_;  ///< before the keeper goes: it holds the jobs it takes
     zmq::context_t zmq_context_;
     zmq::socket_t router_;
     std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
