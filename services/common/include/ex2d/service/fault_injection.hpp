@@ -5,7 +5,9 @@
 /// Test-only fault injection for the fleet's fault tests and chaos soak, driven by environment
 /// variables that no deployment sets (docs/fault-tests.md):
 ///   EX2D_TEST_DELAY_READ_MS, EX2D_TEST_DELAY_EXTRACT_MS, EX2D_TEST_DELAY_WRITE_MS: sleep this
-///     long in that stage, so that a test can kill a process in the middle of a frame;
+///     long in that stage, so that a test can kill a process in the middle of a frame (the
+///     writer's sleep sits between its last lease check and its rename, with the temporary
+///     file complete: the window a stalled writer must not be able to abuse);
 ///   EX2D_TEST_POISON_JOB: a worker that receives this job id kills itself with SIGKILL, as a
 ///     frame that crashes its worker would.
 
