@@ -66,6 +66,23 @@ void print_call_split(const DeviceReport& before, const DeviceReport& after, int
     std::printf(" (per frame)\n");
 }
 
+// One line per extraction as it ends, flushed at once, so that a run cut short (the device
+// check runs the bench under `timeout`) still shows every frame it finished.
+void print_frame(const char* kind, int index, int count, double wall, const ExtractedFrame& frame,
+                 const ExtractionBackend& backend, bool on_device)
+{
+    const StageTimes& st = frame.stage_times;
+    std::printf("  %s %d/%d: wall %.3f s; stage %s psf %.3f, build %.3f, solve %.3f, "
+                "decorrelate %.3f, chi2 %.3f", kind, index + 1, count, wall,
+                on_device ? "device-s" : "core-s", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+    if (on_device) {
+        const DeviceReport r = backend.device_report();
+        std::printf("; held %.0f MiB, peak %.0f MiB", mib(r.held_bytes), mib(r.peak_held_bytes));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
 void run_bench(BenchArgs& args)
 {
     using Clock = std::chrono::steady_clock;
@@ -97,10 +114,15 @@ void run_bench(BenchArgs& args)
     const bool on_device = !backend->device_report().device_name.empty();
     const int warmup = args.warmup >= 0 ? args.warmup : (on_device ? 1 : 0);
 
+    std::printf("ex2d bench: backend=%s threads=%d camera=%s psf=%s\n", backend->name().c_str(),
+                args.backend.threads, args.camera.c_str(), psf.source.c_str());
     const double rss_before_extraction = current_rss_mib();
     ExtractedFrame frame;
     for (int r = 0; r < warmup; ++r) {
+        const auto t0 = Clock::now();
         frame = value_or_exit(extract_frame(view, psf, opt, *backend));
+        print_frame("warm-up", r, warmup, std::chrono::duration<double>(Clock::now() - t0).count(),
+                    frame, *backend, on_device);
     }
     double wall_sum = 0, wall_min = 1e300, cpu = 0;
     StageTimes stage_sum;
@@ -118,6 +140,7 @@ void run_bench(BenchArgs& args)
         cpu += process_cpu_seconds() - c0;
         stage_sum += frame.stage_times;
         if (r == 0) first_report = backend->device_report();
+        print_frame("frame", r, args.repeat, wall, frame, *backend, on_device);
     }
     const double wall = wall_sum / args.repeat;
     cpu /= args.repeat;
@@ -140,8 +163,6 @@ void run_bench(BenchArgs& args)
                         stage_sum.solve / args.repeat, stage_sum.decorrelate / args.repeat,
                         stage_sum.chi2 / args.repeat};
     const double frame_scale = 500.0 / args.nspec;
-    std::printf("ex2d bench: backend=%s threads=%d camera=%s psf=%s\n", backend->name().c_str(),
-                args.backend.threads, args.camera.c_str(), psf.source.c_str());
     std::printf("  frame                  %d fibres x %d bins, %ld patches\n", frame.nspec,
                 frame.nwave, frame.npatch);
     std::printf("  timed frames           %d after %d warm-up\n", args.repeat, warmup);

@@ -291,6 +291,9 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.flags, 0, npatch * sizeof(int), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.factor_info, 0, npatch * sizeof(int), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.eig_info, 0, nblock * sizeof(int), stream));
+    // potrsBatched's single info reports only a wrong argument, and nothing documents that it
+    // is written on success: a stale or uninitialised value would read back as a rejection.
+    EX2D_CUDA_CHECK(cudaMemsetAsync(solve_info, 0, sizeof(int), stream));
     launch_gather(layout_, image, spots_, b, stream);
     launch_icov(layout_, image, spots_, b, stream);
     launch_regularize(layout_, b, regularize, indefinite_patch, stream);
