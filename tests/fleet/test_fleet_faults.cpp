@@ -129,6 +129,29 @@ TEST(FleetFaults, RedisKilledAndRestartedLosesNothing)
     EXPECT_GE(fleet.count_log_lines("redis connection lost") + fleet.count_log_lines("redis unreachable"), 1);
 }
 
+// Services started while Redis is down wait for it with backoff (and a log line) instead of
+// exiting, then run an exposure once it is up; SIGTERM during the wait is a clean exit.
+TEST(FleetFaults, ServicesStartedBeforeRedisWaitForIt)
+{
+    Fleet fleet("redis-late");
+    fleet.make_exposure(35, {"r0", "r1"});
+    fleet.kill_redis();
+    std::vector<Process*> services;
+    for (const char* role : {"reader", "worker", "writer"}) {
+        services.push_back(&fleet.start(role, std::string(role) + "-1"));
+    }
+    Process& quitter = fleet.start("worker", "worker-quits");
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    for (Process* p : services) EXPECT_TRUE(p->running()) << p->name() << " exited while Redis was down";
+    EXPECT_GE(fleet.count_log_lines("redis unreachable, retrying"), 4);
+    quitter.signal(SIGTERM);
+    EXPECT_EQ(quitter.wait(10), 0) << "SIGTERM while waiting for Redis";
+    fleet.restart_redis();
+    ASSERT_EQ(fleet.submit(35), 0);
+    ASSERT_TRUE(fleet.wait_exposure(35, 60));
+    expect_clean(fleet.check({35}, {"r0", "r1"}), "services started before Redis");
+}
+
 TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
 {
     Fleet fleet("poison");

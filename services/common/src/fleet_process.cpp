@@ -16,7 +16,9 @@ Result<ControlConnection> connect_control_plane(ServiceContext& ctx)
         ctx.tick();
         return !ctx.stop_requested();
     });
-    EX2D_RETURN_NOT_OK(c.redis->connect_once());
+    // A service started while Redis is down (a node booting, Redis restarting) waits for it
+    // rather than exiting: its supervisor would only restart it into the same wait.
+    EX2D_RETURN_NOT_OK(c.redis->connect());
     c.redis->on_reconnect([&ctx] { ctx.metrics().redis_reconnects().Increment(); });
     if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(check_redis_durability(*c.redis));
     c.plane = std::make_unique<ControlPlane>(*c.redis, cfg.get_string("redis.namespace"));

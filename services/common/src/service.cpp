@@ -93,6 +93,11 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
     std::unique_ptr<Service> service = factory(ctx);
     if (!service) throw Error("the service factory returned no service");
     const Status started = service->start();
+    if (!started.is_ok() && ctx.stop_requested()) {
+        // Stopped while still starting (e.g. waiting for Redis): nothing was taken, a clean exit.
+        log->info("stopped before start-up finished: {}", started.to_string());
+        return 0;
+    }
     if (!started.is_ok()) {
         log->error("start failed: {}", started.to_string());
         return exit_config;

@@ -58,8 +58,11 @@ public:
     /// Runs a Lua script by its SHA, loading it first where Redis does not know it.
     Result<RedisValue> eval(const std::string& script, const std::vector<std::string>& keys,
                             const std::vector<std::string>& args);
-    /// Connects now (one attempt), e.g. to fail fast at start-up.
+    /// Connects now (one attempt), e.g. to fail fast where a person waits (ex2dctl).
     Status connect_once();
+    /// Connects, retrying with backoff (100 ms doubling to 5 s, logged) while Redis cannot be
+    /// reached and keep_trying() allows; a refused password fails at once.
+    Status connect() { return ensure_connected(); }
     /// Reconnections since construction (for ex2d_redis_reconnects_total).
     long reconnects() const { return reconnects_; }
     /// Called after every successful reconnection.
