@@ -74,13 +74,7 @@ void Reader::receive_messages(long wait_ms, bool wants_job)
 {
     // Wakes for a worker's message or, when a job is wanted, a job from the feed.
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, feed_->fd(), ZMQ_POLLIN, 0}};
-    try {
-        if (zmq::poll(items, wants_job ? 2 : 1, std::chrono::milliseconds(wait_ms)) <= 0) return;
-    } catch (const zmq::error_t& e) {
-        // SIGTERM interrupts the wait; the main loop then sees the stop request.
-        if (e.num() == EINTR) return;
-        throw;
-    }
+    if (!service::wait_any(items, wants_job ? 2 : 1, wait_ms)) return;
     while (auto parts = service::try_recv(router_)) {
         if (parts->empty()) continue;
         std::string identity = parts->front().to_string();

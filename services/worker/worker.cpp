@@ -152,13 +152,7 @@ void Worker::receive_messages(long wait_ms)
     zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0},
                                {writers_.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, extraction_done_fd_, ZMQ_POLLIN, 0}};
-    try {
-        if (zmq::poll(items, 3, std::chrono::milliseconds(wait_ms)) <= 0) return;
-    } catch (const zmq::error_t& e) {
-        // SIGTERM interrupts the wait; the main loop then sees the stop request.
-        if (e.num() == EINTR) return;
-        throw;
-    }
+    if (!service::wait_any(items, 3, wait_ms)) return;
     if (items[1].revents & ZMQ_POLLIN) receive_from_writers();
     while (auto parts = service::try_recv(dealer_)) {
         auto message = service::decode_or_drop(std::move(*parts), ctx_,

@@ -62,6 +62,18 @@ int attempts_above_one(Fleet& fleet, int expid, const std::vector<std::string>& 
     return n;
 }
 
+/// A fleet of one reader, one worker and a writer `name` that sleeps `delay_ms` with its
+/// frame's temporary file complete, just before its rename; returns that writer once it sleeps.
+Process& start_with_writer_stalled_before_rename(Fleet& fleet, int expid, const std::string& delay_ms)
+{
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    Process& writer = fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", delay_ms}});
+    EXPECT_EQ(fleet.submit(expid), 0);
+    EXPECT_TRUE(eventually(30, [&] { return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    return writer;
+}
+
 // Six petals, three exposures, one reader reading all 18 frames in one process: every output
 // carries the FIBER, TARGETID, CAMERA, EXPID and NIGHT of its own input.
 TEST(FleetCorrectness, EveryFrameCarriesItsOwnFibermapAndIdentity)
@@ -142,12 +154,9 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
 {
     Fleet fleet("stale-rename");
     fleet.make_exposure(54, {"r1"});
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    Process& stale = fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", "4000"}});
-    ASSERT_EQ(fleet.submit(54), 0);
     // The delay sits between the last lease check and the rename.
-    ASSERT_TRUE(eventually(30, [&] { return stale.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    Process& stale = start_with_writer_stalled_before_rename(fleet, 54, "4000");
+    ASSERT_FALSE(::testing::Test::HasFailure());
     stale.signal(SIGSTOP);
     fleet.start("writer", "writer-b");
     ASSERT_TRUE(fleet.wait_exposure(54, 60));
@@ -172,11 +181,8 @@ TEST(FleetCorrectness, TemporaryOfAWriterKilledMidWriteIsRemoved)
 {
     Fleet fleet("orphan-tmp");
     fleet.make_exposure(55, {"z2"});
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    Process& victim = fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", "30000"}});
-    ASSERT_EQ(fleet.submit(55), 0);
-    ASSERT_TRUE(eventually(30, [&] { return victim.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    Process& victim = start_with_writer_stalled_before_rename(fleet, 55, "30000");
+    ASSERT_FALSE(::testing::Test::HasFailure());
     ASSERT_EQ(temporaries_under(fleet.dir() + "/out"), 1);
     victim.signal(SIGSTOP);
     fleet.start("writer", "writer-b");

@@ -134,12 +134,18 @@ TEST(FinalRename, NeverReplacesAnExistingName)
     EXPECT_FALSE(fs::exists(a));
 }
 
-TEST(FinalRename, AFrameOfTheSameJobIsNeverReplaced)
-{
+/// The three names of a write: the final frame, the writer's temporary and its aside name.
+struct WriteNames {
     ex2d::test::TempDir dir;
     const std::string final_path = dir.file("frame-r2-00000042.fits");
     const std::string tmp = dir.file("frame-r2-00000042.tmp-host-1.fits");
     const std::string aside = dir.file("frame-r2-00000042.replaced-host-1.fits");
+};
+
+TEST(FinalRename, AFrameOfTheSameJobIsNeverReplaced)
+{
+    WriteNames names;
+    const auto& [dir, final_path, tmp, aside] = names;
     write_frame_of(final_path, "nightly/00000042/r2", 1.0);
     const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
     const long long inode = inode_of(final_path);
@@ -156,10 +162,8 @@ TEST(FinalRename, AFrameOfTheSameJobIsNeverReplaced)
 
 TEST(FinalRename, AnOlderOutputIsReplacedOnlyWhileTheLeaseHolds)
 {
-    ex2d::test::TempDir dir;
-    const std::string final_path = dir.file("frame-r2-00000042.fits");
-    const std::string tmp = dir.file("frame-r2-00000042.tmp-host-1.fits");
-    const std::string aside = dir.file("frame-r2-00000042.replaced-host-1.fits");
+    WriteNames names;
+    const auto& [dir, final_path, tmp, aside] = names;
     write_frame_of(final_path, "campaign-old/00000042/r2", 1.0);
     const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
 

@@ -140,6 +140,19 @@ Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job
     return v.elements[0].as_int();
 }
 
+// The job of a stream entry, taken for `who` with its epoch set; nullopt for an entry that is
+// not a job or is no longer pending.
+Result<std::optional<Job>> take_job(RedisClient& redis, const std::string& ns, const RedisValue& entry,
+                                    const std::string& stream, const Actor& who)
+{
+    std::optional<Job> job = entry_to_job(entry, stream);
+    if (!job) return job;
+    EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis, ns, *job, who));
+    if (epoch <= 0) return std::optional<Job>();
+    job->epoch = epoch;
+    return job;
+}
+
 }  // namespace
 
 Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, const Actor& consumer)
@@ -158,12 +171,7 @@ Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, con
     if (v.is_nil() || v.elements.empty()) return std::optional<Job>();
     const RedisValue& entries = v.elements[0].elements.at(1);
     if (entries.elements.empty()) return std::optional<Job>();
-    std::optional<Job> job = entry_to_job(entries.elements[0], stream);
-    if (!job) return std::optional<Job>();
-    EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
-    if (epoch <= 0) return std::optional<Job>();
-    job->epoch = epoch;
-    return job;
+    return take_job(redis_, ns_, entries.elements[0], stream, consumer);
 }
 
 Result<std::vector<Job>> ControlPlane::wait_for_new(const std::vector<std::string>& streams,
@@ -193,12 +201,8 @@ Result<std::vector<Job>> ControlPlane::wait_for_new(const std::vector<std::strin
     for (const auto& stream : streams) {
         auto found = by_stream.find(stream);
         if (found == by_stream.end()) continue;
-        std::optional<Job> job = entry_to_job(*found->second, stream);
-        if (!job) continue;
-        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
-        if (epoch <= 0) continue;
-        job->epoch = epoch;
-        jobs.push_back(std::move(*job));
+        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job, take_job(redis_, ns_, *found->second, stream, consumer));
+        if (job) jobs.push_back(std::move(*job));
     }
     return jobs;
 }
@@ -218,12 +222,8 @@ Result<std::vector<Job>> ControlPlane::take_own_pending(const std::string& strea
                                                             consumer.name, "0",
                                                             row.elements[0].str}));
         if (c.is_error() || c.elements.empty()) continue;
-        std::optional<Job> job = entry_to_job(c.elements[0], stream);
-        if (!job) continue;
-        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer));
-        if (epoch <= 0) continue;
-        job->epoch = epoch;
-        jobs.push_back(std::move(*job));
+        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job, take_job(redis_, ns_, c.elements[0], stream, consumer));
+        if (job) jobs.push_back(std::move(*job));
     }
     return jobs;
 }

@@ -72,16 +72,21 @@ std::optional<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket)
     return parts;
 }
 
-bool wait_readable(zmq::socket_t& socket, long timeout_ms)
+bool wait_any(zmq::pollitem_t* items, int count, long timeout_ms)
 {
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     try {
-        return zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0;
+        return zmq::poll(items, std::size_t(count), std::chrono::milliseconds(timeout_ms)) > 0;
     } catch (const zmq::error_t& e) {
         // SIGTERM interrupts the wait; the main loop then sees the stop request.
         if (e.num() == EINTR) return false;
         throw;
     }
+}
+
+bool wait_readable(zmq::socket_t& socket, long timeout_ms)
+{
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    return wait_any(&item, 1, timeout_ms);
 }
 
 }  // namespace ex2d::service

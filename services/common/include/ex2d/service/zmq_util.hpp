@@ -30,6 +30,10 @@ bool try_send(zmq::socket_t& socket, std::vector<zmq::message_t>& parts);
 /// Receives one whole multipart message if one is waiting.
 std::optional<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket);
 
+/// Waits up to `timeout_ms` for any of `items` (sockets or file descriptors) to become
+/// readable; false on timeout or when a signal (SIGTERM) interrupts the wait.
+bool wait_any(zmq::pollitem_t* items, int count, long timeout_ms);
+
 /// Waits up to `timeout_ms` for `socket` to become readable.
 bool wait_readable(zmq::socket_t& socket, long timeout_ms);
 
