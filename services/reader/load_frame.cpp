@@ -24,9 +24,46 @@ Result<std::vector<std::uint8_t>> read_bytes(const std::string& path)
     return bytes;
 }
 
+/// The checks that need the header and FIBERMAP only: `ex2d extract`'s own, with its messages
+/// (the fleet refuses what it refuses), and the fleet's: the camera named by the job.
+Status check_frame(const service::Job& job, const PreprocImage& header_only,
+                   const GaussHermitePsf& psf, const ExtractionOptions& opt)
+{
+    EX2D_RETURN_NOT_OK(check_extraction_inputs(header_only, header_only.fibermap, psf, opt,
+                                               {job.preproc, job.psf, job.preproc, job.output}));
+    EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
+    if (auto camera = header_only.header.get_string("CAMERA")) {
+        if (!camera->empty() && *camera != job.camera) {
+            return Status::format(job.preproc + ": CAMERA is '" + *camera + "' but the job is for " +
+                                  job.camera);
+        }
+    }
+    if (header_only.fibermap.empty()) {
+        return Status::format(job.preproc + ": no FIBERMAP HDU (the frame needs one)");
+    }
+    return Status::ok();
+}
+
 }  // namespace
 
-Result<service::FrameInputs> load_frame(const service::Job& job, const std::string& reader_name)
+Result<service::FrameInputs> FrameLoader::load_as_float64(const service::Job& job)
+{
+    service::FrameInputs in;
+    EX2D_ASSIGN_OR_RETURN(PreprocImage img,
+                          read_preproc(job.preproc, {}, PreprocPlanes::extraction));
+    const auto preproc_sum = wire::file_checksum64(job.preproc);
+    if (!preproc_sum) return Status::io(job.preproc + ": cannot read for its checksum");
+    in.preproc_checksum = wire::hex64(*preproc_sum);
+    in.ny = img.ny;
+    in.nx = img.nx;
+    in.weights = img.take_weights();
+    in.image = std::move(img.image);
+    in.image_header = std::move(img.header);
+    in.fibermap = std::move(img.fibermap);
+    return in;
+}
+
+Result<LoadedFrame> FrameLoader::load(const service::Job& job)
 {
     const auto start = std::chrono::steady_clock::now();
     EX2D_ASSIGN_OR_RETURN(ExtractionOptions opt, service::options_from_json(job.options));
@@ -34,39 +71,45 @@ Result<service::FrameInputs> load_frame(const service::Job& job, const std::stri
     // Parse the very bytes that travel, so that the worker gets exactly what was checked.
     EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(psf_bytes, job.psf));
     EX2D_RETURN_NOT_OK(validate_options(psf, opt));
-    EX2D_ASSIGN_OR_RETURN(PreprocImage img,
-                          read_preproc(job.preproc, {}, PreprocPlanes::extraction));
-    // `ex2d extract`'s own checks, with its messages: the fleet refuses what it refuses.
-    EX2D_RETURN_NOT_OK(check_extraction_inputs(img, img.fibermap, psf, opt,
-                                               {job.preproc, job.psf, job.preproc, job.output}));
-    // The fleet's own: the camera named by the file (the job) must match too.
-    EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
-    if (auto camera = img.header.get_string("CAMERA")) {
-        if (!camera->empty() && *camera != job.camera) {
-            return Status::format(job.preproc + ": CAMERA is '" + *camera + "' but the job is for " +
-                                  job.camera);
-        }
-    }
-    if (img.fibermap.empty()) {
-        return Status::format(job.preproc + ": no FIBERMAP HDU (the frame needs one)");
-    }
+    // Headers, shapes and FIBERMAP first: a wrong file fails before its pixels are read.
+    EX2D_ASSIGN_OR_RETURN(PreprocImage header_only, read_preproc_metadata(job.preproc));
+    EX2D_RETURN_NOT_OK(check_frame(job, header_only, psf, opt));
+
+    std::shared_ptr<LargeArray<float>> image = planes_.take();
+    std::shared_ptr<LargeArray<float>> weights = planes_.take();
+    std::uint64_t file_sum = 0;
+    auto read = read_preproc_float32(
+        job.preproc, [&](const void* bytes, std::size_t size) { file_sum = wire::checksum64(bytes, size); },
+        *image, *weights, mask_scratch_);
+    if (!read.is_ok()) return read.status();
+
     service::FrameInputs in;
+    wire::ArrayPart image_part, weights_part;
+    if (read.value()) {
+        PreprocFloat32& planes = *read.value();
+        in.ny = planes.ny;
+        in.nx = planes.nx;
+        in.image_header = std::move(planes.header);
+        in.fibermap = std::move(planes.fibermap);
+        in.preproc_checksum = wire::hex64(file_sum);
+        const std::vector<std::int32_t> shape{in.ny, in.nx};
+        image_part = wire::ArrayPart::from_shared(wire::DType::f32, std::move(image), shape);
+        weights_part = wire::ArrayPart::from_shared(wire::DType::f32, std::move(weights), shape);
+    } else {
+        EX2D_ASSIGN_OR_RETURN(in, load_as_float64(job));
+    }
     in.job = job;
-    in.reader = reader_name;
-    in.ny = img.ny;
-    in.nx = img.nx;
-    in.weights = img.take_weights();
-    in.image = std::move(img.image);
-    in.image_header = std::move(img.header);
-    in.fibermap = std::move(img.fibermap);
+    in.reader = reader_name_;
     in.psf_checksum = wire::hex64(wire::checksum64(psf_bytes.data(), psf_bytes.size()));
-    const auto preproc_sum = wire::file_checksum64(job.preproc);
-    if (!preproc_sum) return Status::io(job.preproc + ": cannot read for its checksum");
-    in.preproc_checksum = wire::hex64(*preproc_sum);
     in.psf_file = std::move(psf_bytes);
     service::test_delay("READ");
-    in.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return in;
+    LoadedFrame loaded;
+    loaded.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    in.read_seconds = loaded.read_seconds;
+    loaded.message = image_part.data != nullptr
+                         ? service::encode_frame(std::move(in), std::move(image_part), std::move(weights_part))
+                         : service::encode_frame(std::move(in));
+    return loaded;
 }
 
 }  // namespace ex2d::reader

@@ -1,16 +1,35 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
+#include <string>
+
+#include "ex2d/service/buffer_pool.hpp"
 #include "ex2d/service/frame_messages.hpp"
 
 namespace ex2d::reader {
 
-/// Reads and checks everything a worker needs for `job`: the preproc file (all of
-/// read_preproc's validation, non-finite pixels masked), the PSF (read_psf's validation), the
-/// options against the PSF, every check of `ex2d extract` on the image, PSF and options
-/// (check_extraction_inputs, -w against the PSF's range included), and the image's and the
-/// PSF's CAMERA against the job's. Errors name the file and the problem; they are permanent
-/// (failed).
-Result<service::FrameInputs> load_frame(const service::Job& job, const std::string& reader_name);
+/// A frame read, checked and encoded as a FRAME message, ready to send.
+struct LoadedFrame {
+    wire::OutgoingMessage message;
+    double read_seconds = 0;
+};
+
+/// Reads and checks a job's preproc and PSF files as `ex2d extract` would, refusing what it
+/// refuses, and encodes the FRAME. IMAGE and the weights go out as float32 from buffers that
+/// return to this loader once sent, so that a reader reuses the same memory frame after frame.
+class FrameLoader {
+public:
+    explicit FrameLoader(std::string reader_name) : reader_name_(std::move(reader_name)) {}
+    Result<LoadedFrame> load(const service::Job& job);
+
+private:
+    /// A frame whose planes are not plain float32 (not DESI's layout) through read_preproc.
+    Result<service::FrameInputs> load_as_float64(const service::Job& job);
+
+    std::string reader_name_;
+    // A few frames in flight (the workers' credits) plus the one being read.
+    service::BufferPool<float> planes_{8};
+    LargeArray<std::uint32_t> mask_scratch_;
+};
 
 }  // namespace ex2d::reader

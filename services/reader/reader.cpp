@@ -19,7 +19,7 @@ using service::job_log_context;
 using service::seconds;
 
 Reader::Reader(service::ServiceContext& ctx)
-    : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, router_(zmq_context_, zmq::socket_type::router)
+    : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, loader_(ctx.name()), router_(zmq_context_, zmq::socket_type::router)
 {
 }
 
@@ -159,9 +159,9 @@ bool Reader::load_next()
     if (!job) return false;
     service::ScopedLogContext lc(job_log_context(*job));
     logger()->info("reading preproc={} psf={}", job->preproc, job->psf);
-    auto inputs = load_frame(*job, ctx_.name());
-    if (!inputs.is_ok()) {
-        const std::string error = inputs.status().to_string();
+    auto loaded_frame = loader_.load(*job);
+    if (!loaded_frame.is_ok()) {
+        const std::string error = loaded_frame.status().to_string();
         logger()->error("frame failed: {}", error);
         auto fence = plane_->fail(*job, error, me_);
         if (fence.is_ok() && fence.value() != Fence::applied) {
@@ -171,9 +171,9 @@ bool Reader::load_next()
         keeper_->release(*job);
         return true;
     }
-    ctx_.metrics().stage_seconds("read").Observe(inputs.value().read_seconds);
+    ctx_.metrics().stage_seconds("read").Observe(loaded_frame.value().read_seconds);
     ctx_.metrics().frames("read").Increment();
-    Loaded loaded{*job, wire::encode(service::encode_frame(std::move(inputs).value())), Clock::now()};
+    Loaded loaded{*job, wire::encode(loaded_frame.value().message), Clock::now()};
     ready_.push_back(std::move(loaded));
     return true;
 }

@@ -18,6 +18,7 @@
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
 #include "job_feed.hpp"
+#include "load_frame.hpp"
 
 namespace ex2d::reader {
 
@@ -54,6 +55,7 @@ private:
 
     service::ServiceContext& ctx_;
     service::Actor me_;
+    FrameLoader loader_;  ///< its buffers outlive the sockets that send them
     std::unique_ptr<service::RedisClient> redis_;
     std::unique_ptr<service::ControlPlane> plane_;
     std::unique_ptr<service::Keeper> keeper_;

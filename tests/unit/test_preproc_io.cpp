@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include <fitsio.h>
 #include <gtest/gtest.h>
@@ -409,3 +410,134 @@ TEST(PreprocIo, FailedWritesLeaveNoFile)
 }
 
 }  // namespace
+
+namespace float32_reader {
+
+struct Float32Read {
+    ex2d::LargeArray<float> image, weights;
+    ex2d::LargeArray<std::uint32_t> mask;
+    std::size_t bytes_seen = 0;
+};
+
+ex2d::Result<std::optional<ex2d::PreprocFloat32>> read32(const std::string& path, Float32Read& out)
+{
+    return ex2d::read_preproc_float32(
+        path, [&](const void*, std::size_t size) { out.bytes_seen += size; }, out.image, out.weights,
+        out.mask);
+}
+
+// The fleet's reader must send exactly what `ex2d extract` extracts: the float64 reader's
+// image and weights, narrowed, bit for bit, NaNs and masked pixels included.
+TEST(PreprocFloat32, EqualsTheFloat64ReaderBitForBit)
+{
+    ex2d::test::TempDir dir;
+    ex2d::PreprocImage img = sample_image();
+    img.image[3] = std::numeric_limits<double>::quiet_NaN();
+    img.ivar[7] = std::numeric_limits<double>::infinity();
+    img.image[9] = -std::numeric_limits<double>::infinity();
+    img.ivar[11] = -2.0;
+    const std::string path = dir.file("preproc-r3-00067784.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, img).is_ok());
+
+    auto reference = ex2d::read_preproc(path, {}, ex2d::PreprocPlanes::extraction);
+    ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+    ex2d::PreprocImage expected = std::move(reference).value();
+    const ex2d::LargeArray<double> expected_weights = expected.weights();
+
+    Float32Read got;
+    auto r = read32(path, got);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    ASSERT_TRUE(r.value().has_value());
+    const ex2d::PreprocFloat32& planes = *r.value();
+    EXPECT_EQ(got.bytes_seen, fs::file_size(path));
+    EXPECT_EQ(planes.ny, img.ny);
+    EXPECT_EQ(planes.nx, img.nx);
+    EXPECT_EQ(planes.n_nonfinite_masked, 3);
+    EXPECT_EQ(planes.header.get_string("CAMERA").value_or(""), "r3");
+    EXPECT_EQ(planes.fibermap.nrows, 12);
+    ASSERT_EQ(got.image.size(), expected.image.size());
+    for (std::size_t i = 0; i < got.image.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(double(got.image[i]), expected.image[i]);
+        EXPECT_EQ(double(got.weights[i]), expected_weights[i]);
+    }
+    EXPECT_EQ(got.weights[11], 0.0f);
+}
+
+TEST(PreprocFloat32, ReusesTheBuffersItIsGiven)
+{
+    ex2d::test::TempDir dir;
+    const std::string path = dir.file("preproc.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, sample_image()).is_ok());
+    Float32Read got;
+    ASSERT_TRUE(read32(path, got).is_ok());
+    const float* image_memory = got.image.data();
+    const float* weights_memory = got.weights.data();
+    ASSERT_TRUE(read32(path, got).is_ok());
+    EXPECT_EQ(got.image.data(), image_memory);
+    EXPECT_EQ(got.weights.data(), weights_memory);
+}
+
+TEST(PreprocFloat32, ScaledPlanesAreLeftToTheFloat64Reader)
+{
+    ex2d::test::TempDir dir;
+    const std::string path = dir.file("scaled.fits");
+    ASSERT_TRUE(ex2d::write_preproc(path, sample_image()).is_ok());
+    fitsfile* f = nullptr;
+    int status = 0;
+    fits_open_file(&f, path.c_str(), READWRITE, &status);
+    fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>("IVAR"), 0, &status);
+    double bscale = 2.0;
+    fits_update_key(f, TDOUBLE, "BSCALE", &bscale, nullptr, &status);
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+    Float32Read got;
+    auto r = read32(path, got);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r.value().has_value());
+    EXPECT_TRUE(got.image.empty());
+}
+
+TEST(PreprocFloat32, MissingTruncatedAndWrongFilesNameTheFile)
+{
+    ex2d::test::TempDir dir;
+    Float32Read got;
+    const std::string missing = dir.file("missing.fits");
+    auto r = read32(missing, got);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error);
+    EXPECT_NE(r.status().message().find(missing), std::string::npos);
+
+    ex2d::PreprocImage img = sample_image();
+    img.ny = 60;
+    img.nx = 50;
+    img.image.assign(3000, 1.5);
+    img.ivar.assign(3000, 2.0);
+    img.mask.assign(3000, 0);
+    img.readnoise.clear();
+    const std::string full = dir.file("full.fits");
+    ASSERT_TRUE(ex2d::write_preproc(full, img).is_ok());
+    std::ifstream in(full, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cut = dir.file("cut.fits");
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+    r = read32(cut, got);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find(cut), std::string::npos);
+
+    const std::string empty = dir.file("empty.fits");
+    std::ofstream(empty).close();
+    r = read32(empty, got);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find(empty), std::string::npos);
+
+    const std::string no_ivar = dir.file("no-ivar.fits");
+    write_raw_preproc(no_ivar, 0);
+    r = read32(no_ivar, got);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), ex2d::StatusCode::format_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("IVAR"), std::string::npos);
+}
+
+}  // namespace float32_reader

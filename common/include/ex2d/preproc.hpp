@@ -5,6 +5,8 @@
 /// A DESI preproc frame in memory (shared datamodel section 1) and its file I/O.
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,26 @@ Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns,
 /// The IMAGE header, the shapes of all planes (checked) and the FIBERMAP, without pixels
 /// (image, ivar and mask empty; nx is the CCD's width): the checks before the reading.
 Result<PreprocImage> read_preproc_metadata(const std::string& path);
+
+/// A preproc frame as the fleet's reader sends it: IMAGE and the extraction weights (the rule
+/// of PreprocImage::weights, non-finite pixels masked) in float32, DESI's own precision.
+struct PreprocFloat32 {
+    int ny = 0;
+    int nx = 0;
+    FitsHeader header;            ///< the IMAGE HDU header
+    FitsTableBlob fibermap;       ///< the FIBERMAP HDU; empty when absent
+    long n_nonfinite_masked = 0;  ///< pixels given weight 0 and value 0 for NaN/Inf
+};
+
+/// Reads `path` once, from a read-only mapping: `see_file_bytes` is shown every byte of the
+/// file (to checksum exactly what was read), then IMAGE and IVAR are converted straight from
+/// the mapping into `image` and `weights`, resized to ny * nx (memory they already hold is
+/// reused: no fresh pages per frame), with MASK read into `mask_scratch`. Checks as
+/// read_preproc_metadata. nullopt, having filled nothing, where IMAGE or IVAR is not stored as
+/// plain float32 (BITPIX -32, unscaled, uncompressed): read_preproc handles those.
+Result<std::optional<PreprocFloat32>> read_preproc_float32(
+    const std::string& path, const std::function<void(const void*, std::size_t)>& see_file_bytes,
+    LargeArray<float>& image, LargeArray<float>& weights, LargeArray<std::uint32_t>& mask_scratch);
 
 /// Reads the FIBERMAP HDU of `path` (a preproc file or a separate fibermap file, as
 /// desi_extract_spectra -f). A file without that HDU is a format error naming the file.

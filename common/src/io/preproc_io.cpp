@@ -6,6 +6,7 @@
 #include "direct_image_read.hpp"
 #include "ex2d/logging.hpp"
 #include "fits_util.hpp"
+#include "preproc_internal.hpp"
 
 namespace ex2d {
 
@@ -134,7 +135,25 @@ Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange col
 {
     fits::FitsPtr file;
     EX2D_RETURN_NOT_OK(fits::open_read(path, file));
-    fitsfile* f = file.get();
+    EX2D_ASSIGN_OR_RETURN(PreprocImage img, detail::read_preproc_hdus(file.get(), path, columns,
+                                                                      with_pixels, with_readnoise));
+    EX2D_RETURN_NOT_OK(fits::close(path, file));
+    if (with_pixels) {
+        const long masked = img.mask_nonfinite();
+        if (masked > 0) {
+            logger()->warn("event=nonfinite_pixels_masked file={} count={}", path, masked);
+        }
+    }
+    return img;
+}
+
+}  // namespace
+
+namespace detail {
+
+Result<PreprocImage> read_preproc_hdus(fitsfile* f, const std::string& path, ColumnRange columns,
+                                       bool with_pixels, bool with_readnoise)
+{
     std::vector<std::string> names;
     EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, names));
 
@@ -188,16 +207,10 @@ Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange col
         EX2D_RETURN_NOT_OK(read_plane(f, path, names, "READNOISE", img.ny, ccd_nx, columns,
                                       img.readnoise));
     }
-    EX2D_RETURN_NOT_OK(fits::close(path, file));
-
-    long masked = img.mask_nonfinite();
-    if (masked > 0) {
-        logger()->warn("event=nonfinite_pixels_masked file={} count={}", path, masked);
-    }
     return img;
 }
 
-}  // namespace
+}  // namespace detail
 
 Result<PreprocImage> read_preproc(const std::string& path) { return read_preproc(path, {}); }
 

@@ -147,6 +147,18 @@ T meta_number(const json& meta, const char* key, T fallback)
 
 wire::OutgoingMessage encode_frame(FrameInputs in)
 {
+    ArrayPart image = image_part(in.image, in.ny, in.nx);
+    ArrayPart weights = image_part(in.weights, in.ny, in.nx);
+    return encode_frame(std::move(in), std::move(image), std::move(weights));
+}
+
+wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::ArrayPart weights)
+{
+    const std::vector<std::int32_t> shape{in.ny, in.nx};
+    if (image.shape != shape || weights.shape != shape) {
+        throw Error("encode_frame: image or weights is not " + std::to_string(in.ny) + " x " +
+                    std::to_string(in.nx));
+    }
     wire::OutgoingMessage m;
     m.type = wire::MessageType::frame;
     m.epoch = (std::uint64_t)in.job.epoch;
@@ -159,8 +171,8 @@ wire::OutgoingMessage encode_frame(FrameInputs in)
     m.meta["psf_checksum"] = in.psf_checksum;
     m.meta["read_seconds"] = in.read_seconds;
     m.meta["fibermap_rows"] = in.fibermap.nrows;
-    m.arrays.push_back(image_part(in.image, in.ny, in.nx));
-    m.arrays.push_back(image_part(in.weights, in.ny, in.nx));
+    m.arrays.push_back(std::move(image));
+    m.arrays.push_back(std::move(weights));
     const int psf_bytes = int(in.psf_file.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(in.psf_file), {psf_bytes}));
     const int fm_bytes = int(in.fibermap.fits_bytes.size());

@@ -41,6 +41,9 @@ struct FrameInputs {
     double read_seconds = 0;
 };
 wire::OutgoingMessage encode_frame(FrameInputs inputs);
+/// The same with image and weights already as parts ([ny][nx], f32 or f64; the reader's pooled
+/// float32 buffers); `inputs.image` and `inputs.weights` are then not used.
+wire::OutgoingMessage encode_frame(FrameInputs inputs, wire::ArrayPart image, wire::ArrayPart weights);
 Result<FrameInputs> decode_frame(const wire::IncomingMessage& message);
 
 /// What a worker hands a writer.

@@ -114,6 +114,19 @@ struct ArrayPart {
         part.owner = std::move(holder);
         return part;
     }
+    /// Shares `values` (a pooled buffer, say) until ZeroMQ has sent it.
+    template <typename Vector>
+    static ArrayPart from_shared(DType dtype, std::shared_ptr<Vector> values,
+                                 std::vector<std::int32_t> shape)
+    {
+        ArrayPart part;
+        part.dtype = dtype;
+        part.shape = std::move(shape);
+        part.data = values->data();
+        part.nbytes = values->size() * sizeof(typename Vector::value_type);
+        part.owner = std::move(values);
+        return part;
+    }
 };
 
 /// A message to send: type, job identity, meta JSON and arrays.
