@@ -247,11 +247,16 @@ Result<service::FrameOutputs> Worker::extract(service::FrameInputs in)
     out.preproc_checksum = in.preproc_checksum;
     out.psf_checksum = in.psf_checksum;
     out.options = opt;
-    out.frame = std::move(frame);
+    out.npatch = frame.npatch;
+    out.npatch_retried = frame.npatch_retried;
+    out.npatch_failed = frame.npatch_failed;
+    // Narrowed to the file's float32 here, SCORES from the float64 values: the writer gets
+    // what it writes and no more (xflux and pixmask_fraction are not in a frame file).
+    out.frame = to_stored_frame(frame, opt.dw);
     out.read_seconds = in.read_seconds;
     out.extract_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    logger()->info("extracted patches={} retried={} failed={} extract_s={:.2f}", out.frame.npatch,
-                   out.frame.npatch_retried, out.frame.npatch_failed, out.extract_seconds);
+    logger()->info("extracted patches={} retried={} failed={} extract_s={:.2f}", out.npatch,
+                   out.npatch_retried, out.npatch_failed, out.extract_seconds);
     return out;
 }
 

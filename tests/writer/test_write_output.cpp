@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The writer's last line of defence: a frame is written only under its own job's identity,
 // and the final rename never replaces a frame of the same job (services/writer).
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "ex2d/frame_io.hpp"
+#include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/wire.hpp"
 #include "final_file.hpp"
 #include "fits_fixtures.hpp"
 #include "test_paths.hpp"
@@ -52,7 +55,7 @@ ex2d::service::FrameOutputs outputs_of_r2()
     out.image_header.set_int("EXPID", 42);
     out.image_header.set_int("NIGHT", 20261122);
     out.fibermap = ex2d::test::make_fibermap_blob(500, 1000, 39627000000000000LL, 1000, true);
-    out.frame = small_frame(3);
+    out.frame = ex2d::to_stored_frame(small_frame(3), 0.8);
     return out;
 }
 
@@ -182,3 +185,101 @@ TEST(FinalRename, AnOlderOutputIsReplacedOnlyWhileTheLeaseHolds)
 }
 
 }  // namespace
+
+namespace result_message {
+
+std::string file_bytes(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+ex2d::Result<ex2d::service::FrameOutputs> through_the_wire(ex2d::service::FrameOutputs out,
+                                                           std::size_t& bytes)
+{
+    auto parts = ex2d::wire::encode(ex2d::service::encode_result(std::move(out)));
+    bytes = 0;
+    for (const auto& part : parts) bytes += part.size();
+    ex2d::wire::DecodeError error;
+    auto message = ex2d::wire::decode(std::move(parts), error);
+    if (!message) return ex2d::Status::format(error.detail);
+    return ex2d::service::decode_result(*message);
+}
+
+// A frame written by the fleet's writer from a RESULT is the file `ex2d extract` writes from
+// the extraction itself, byte for byte, SCORES included, though RESULT carries float32.
+TEST(ResultMessage, TheWritersFileIsExtractsFileByteForByte)
+{
+    ex2d::test::TempDir dir;
+    ex2d::ExtractedFrame frame = small_frame(3);
+    frame.flux[5] = 1.0 / 3.0;  // not exact in float32: rounded once, on either path
+    frame.ivar[7] = 1e-3;
+    frame.chi2pix[2] = 2.0 / 3.0;
+    frame.xflux.assign(frame.flux.size(), 9.0);
+    frame.pixmask_fraction.assign(frame.flux.size(), 0.5);
+    ex2d::service::FrameOutputs out = outputs_of_r2();
+    out.image_header.set_string("FLAVOR", "science");
+    out.options.wmin = 6000.0;
+    out.options.wmax = 6004.0;
+    out.options.dw = 0.8;
+    out.frame = ex2d::to_stored_frame(frame, out.options.dw);
+    ASSERT_EQ(out.frame.scores.nbins, kNwave);
+
+    ex2d::FrameProvenance prov;
+    prov.image_header = out.image_header;
+    prov.fibermap = out.fibermap;
+    prov.options = out.options;
+    const std::string direct = dir.file("direct.fits");
+    ASSERT_TRUE(ex2d::write_frame(direct, frame, prov).is_ok());
+
+    std::size_t bytes = 0;
+    auto decoded = through_the_wire(out, bytes);
+    ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+    const std::string via_result = dir.file("via-result.fits");
+    ASSERT_TRUE(ex2d::write_frame(via_result, decoded.value().frame, prov).is_ok());
+    EXPECT_EQ(file_bytes(direct), file_bytes(via_result));
+    auto back = ex2d::read_frame(via_result);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back.value().flux[5], double(float(1.0 / 3.0)));
+    EXPECT_NE(std::find(back.value().hdu_names.begin(), back.value().hdu_names.end(), "SCORES"),
+              back.value().hdu_names.end());
+}
+
+TEST(ResultMessage, CarriesOnlyWhatTheFileHoldsInItsPrecision)
+{
+    ex2d::service::FrameOutputs out = outputs_of_r2();
+    out.frame = ex2d::to_stored_frame(small_frame(3), 0.8);
+    std::size_t bytes = 0;
+    ASSERT_TRUE(through_the_wire(out, bytes).is_ok());
+    const std::size_t n = std::size_t(kNspec) * kNwave;
+    // flux, ivar, chi2pix, mask and RESOLUTION at 4 bytes, wave and 3 score columns at 8.
+    const std::size_t arrays = 4 * (4 * n + n * kNdiag) + 8 * (kNwave + 3 * kNspec);
+    EXPECT_LT(bytes, arrays + out.fibermap.fits_bytes.size() + 64 * 1024);
+    EXPECT_GE(bytes, arrays + out.fibermap.fits_bytes.size());
+}
+
+TEST(ResultMessage, AFloat64FluxOrMissingScoresIsRefusedNamingTheField)
+{
+    ex2d::service::FrameOutputs out = outputs_of_r2();
+    out.frame = ex2d::to_stored_frame(small_frame(3), 0.8);
+    auto message = ex2d::service::encode_result(out);
+    std::vector<double> wide(std::size_t(kNspec) * kNwave, 1.0);
+    message.arrays[1] = ex2d::wire::ArrayPart::from_vector(ex2d::wire::DType::f64, wide, {kNspec, kNwave});
+    ex2d::wire::DecodeError error;
+    auto decoded = ex2d::wire::decode(ex2d::wire::encode(message), error);
+    ASSERT_TRUE(decoded.has_value()) << error.detail;
+    auto result = ex2d::service::decode_result(*decoded);
+    ASSERT_FALSE(result.is_ok());
+    EXPECT_NE(result.status().message().find("flux has the wrong dtype"), std::string::npos)
+        << result.status().to_string();
+
+    auto no_scores = ex2d::service::encode_result(out);
+    no_scores.meta.erase("scores");
+    decoded = ex2d::wire::decode(ex2d::wire::encode(no_scores), error);
+    ASSERT_TRUE(decoded.has_value()) << error.detail;
+    result = ex2d::service::decode_result(*decoded);
+    ASSERT_FALSE(result.is_ok());
+    EXPECT_NE(result.status().message().find("scores"), std::string::npos) << result.status().to_string();
+}
+
+}  // namespace result_message

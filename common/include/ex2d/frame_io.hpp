@@ -12,6 +12,7 @@
 #include "ex2d/extraction_types.hpp"
 #include "ex2d/fits_header.hpp"
 #include "ex2d/fits_table.hpp"
+#include "ex2d/scratch_allocator.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d {
@@ -32,9 +33,42 @@ struct FrameProvenance {
 /// with SPECPROD; other paths are unchanged. Plain prefix replacement, as desispec does.
 std::string shorten_desi_path(const std::string& path);
 
+/// desispec's RAW scores of a frame (datamodel 3.7): columns of nspec values each.
+struct FrameScores {
+    char band = 'r';     ///< 'b', 'r' or 'z', from mean(wave)
+    double lo = 0;       ///< top-hat [lo, hi) in Angstrom
+    double hi = 0;
+    int nbins = 0;       ///< wavelengths inside [lo, hi); 0 means no scores can be computed
+    std::vector<std::string> names;     ///< SUM_RAW_COUNT_X, MEDIAN_RAW_COUNT_X, MEDIAN_RAW_SNR_X
+    std::vector<std::string> comments;  ///< TTYPE comments, as desispec writes them
+    std::vector<std::vector<double>> columns;
+};
+
+/// A frame as its file stores it: FLUX, IVAR, RESOLUTION and CHI2PIX in float32, WAVELENGTH in
+/// float64, and SCORES computed from the float64 flux while it existed. What a fleet worker
+/// sends its writer: less than half the bytes of an ExtractedFrame, and the same file.
+struct StoredFrame {
+    int specmin = 0;
+    int nspec = 0;
+    int nwave = 0;
+    int ndiag = 0;
+    double psferr = 0.01;
+    std::vector<double> wave;
+    LargeArray<float> flux, ivar, resolution, chi2pix;  ///< layouts of ExtractedFrame
+    std::vector<std::uint32_t> mask;
+    FrameScores scores;
+};
+/// The frame in its file's precision, SCORES computed with wavelength step `dw` (the
+/// fallback of numpy.gradient for a single bin).
+StoredFrame to_stored_frame(const ExtractedFrame& frame, double dw);
+
 /// Writes the frame. FLAVOR missing or not one of none/flat/arc/zero/bias/science is a
 /// format error and nothing is written.
 Status write_frame(const std::string& path, const ExtractedFrame& frame,
+                   const FrameProvenance& provenance);
+
+/// The same for a frame already in its file's precision (the fleet's writer).
+Status write_frame(const std::string& path, const StoredFrame& frame,
                    const FrameProvenance& provenance);
 
 /// Writes frame.model ([model_ny][model_nx], float64 primary HDU, header = frame header).

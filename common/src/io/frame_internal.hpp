@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ex2d/extraction_types.hpp"
+#include "ex2d/frame_io.hpp"
 
 namespace ex2d::frame_detail {
 
@@ -17,17 +18,6 @@ std::vector<double> numpy_gradient(const std::vector<double>& x, double fallback
 
 /// numpy.median: the middle value, or the mean of the two middle values for even sizes.
 double numpy_median(std::vector<double> values);
-
-/// desispec's RAW scores of a frame (datamodel 3.7): columns of nspec values each.
-struct FrameScores {
-    char band = 'r';     ///< 'b', 'r' or 'z', from mean(wave)
-    double lo = 0;       ///< top-hat [lo, hi) in Angstrom
-    double hi = 0;
-    int nbins = 0;       ///< wavelengths inside [lo, hi); 0 means no scores can be computed
-    std::vector<std::string> names;     ///< SUM_RAW_COUNT_X, MEDIAN_RAW_COUNT_X, MEDIAN_RAW_SNR_X
-    std::vector<std::string> comments;  ///< TTYPE comments, as desispec writes them
-    std::vector<std::vector<double>> columns;
-};
 
 FrameScores compute_scores(const ExtractedFrame& frame, double dw);
 

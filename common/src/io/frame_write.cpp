@@ -18,7 +18,8 @@ namespace {
 
 constexpr int kFibersPerPetal = 500;
 
-Status check_frame(const std::string& path, const ExtractedFrame& frame)
+template <class Frame>
+Status check_frame(const std::string& path, const Frame& frame)
 {
     const size_t n = size_t(frame.nspec) * size_t(frame.nwave);
     if (frame.nspec < 1 || frame.nwave < 1 || frame.ndiag < 1) {
@@ -59,7 +60,8 @@ long long petal_of(const FitsHeader& header)
 }
 
 /// FIBER of the written FIBERMAP rows [specmin, specmin + nspec).
-Result<std::vector<long long>> frame_fibers(const std::string& path, const ExtractedFrame& frame,
+template <class Frame>
+Result<std::vector<long long>> frame_fibers(const std::string& path, const Frame& frame,
                                             const FrameProvenance& prov)
 {
     std::vector<long long> fibers;
@@ -110,7 +112,8 @@ void set_dependency(FitsHeader& h, const std::string& name, const std::string& v
 }
 
 /// The FLUX header: the preproc IMAGE header plus the extraction keys (datamodel 3.2).
-FitsHeader frame_header(const ExtractedFrame& frame, const FrameProvenance& prov,
+template <class Frame>
+FitsHeader frame_header(const Frame& frame, const FrameProvenance& prov,
                         const std::vector<long long>& fibers)
 {
     const ExtractionOptions& opt = prov.options;
@@ -177,13 +180,7 @@ Status write_image(fitsfile* f, const std::string& path, const std::string& name
     return finish_hdu(f, path, name);
 }
 
-template <class Array>
-std::vector<float> to_float(const Array& v)
-{
-    return std::vector<float>(v.begin(), v.end());
-}
-
-Status write_fibermap(fitsfile* f, const std::string& path, const ExtractedFrame& frame,
+Status write_fibermap(fitsfile* f, const std::string& path, const StoredFrame& frame,
                       const FrameProvenance& prov, const std::vector<long long>& fibers)
 {
     int status = 0;
@@ -210,58 +207,74 @@ Status write_fibermap(fitsfile* f, const std::string& path, const ExtractedFrame
     return finish_hdu(f, path, "FIBERMAP");
 }
 
-Status write_scores(fitsfile* f, const std::string& path, const ExtractedFrame& frame,
-                    const FrameProvenance& prov)
+Status write_scores(fitsfile* f, const std::string& path, const StoredFrame& frame)
 {
-    frame_detail::FrameScores scores = frame_detail::compute_scores(frame, prov.options.dw);
+    const FrameScores& scores = frame.scores;
     if (scores.nbins == 0) {
         logger()->warn("event=scores_skipped file={} reason=\"no wavelength in [{}, {})\"", path,
                        scores.lo, scores.hi);
         return Status::ok();
     }
     int status = 0;
+    std::vector<std::string> names = scores.names;
     std::vector<char*> ttype;
     std::vector<char*> tform;
-    for (std::string& name : scores.names) ttype.push_back(name.data());
-    for (size_t i = 0; i < scores.names.size(); ++i) tform.push_back(const_cast<char*>("D"));
+    for (std::string& name : names) ttype.push_back(name.data());
+    for (size_t i = 0; i < names.size(); ++i) tform.push_back(const_cast<char*>("D"));
     fits_create_tbl(f, BINARY_TBL, frame.nspec, int(ttype.size()), ttype.data(), tform.data(),
                     nullptr, "SCORES", &status);
-    for (size_t i = 0; i < scores.names.size(); ++i) {
+    for (size_t i = 0; i < names.size(); ++i) {
         std::string key = "TTYPE" + std::to_string(i + 1);
         fits_modify_comment(f, key.c_str(), scores.comments[i].c_str(), &status);
-        fits_write_col(f, TDOUBLE, int(i) + 1, 1, 1, frame.nspec, scores.columns[i].data(),
-                       &status);
+        fits_write_col(f, TDOUBLE, int(i) + 1, 1, 1, frame.nspec,
+                       const_cast<double*>(scores.columns[i].data()), &status);
     }
     if (status) return fits::io_error(path, "cannot write HDU SCORES", status);
     return finish_hdu(f, path, "SCORES");
 }
 
-Status write_frame_hdus(fitsfile* f, const std::string& path, const ExtractedFrame& frame,
+/// SCORES columns that do not match the frame would write another frame's numbers.
+Status check_scores(const std::string& path, const StoredFrame& frame)
+{
+    const FrameScores& scores = frame.scores;
+    if (scores.nbins == 0) return Status::ok();
+    bool consistent = scores.names.size() == scores.columns.size() &&
+                      scores.comments.size() == scores.columns.size();
+    for (const auto& column : scores.columns) consistent = consistent && int(column.size()) == frame.nspec;
+    if (!consistent) return Status::invalid(path + ": SCORES columns do not match nspec=" +
+                                            std::to_string(frame.nspec));
+    return Status::ok();
+}
+
+Status write_frame_hdus(fitsfile* f, const std::string& path, const StoredFrame& frame,
                         const FrameProvenance& prov, const FitsHeader& header,
                         const std::vector<long long>& fibers)
 {
     const long nspec = frame.nspec;
     const long nwave = frame.nwave;
-    std::vector<float> buffer = to_float(frame.flux);
     EX2D_RETURN_NOT_OK(write_image(f, path, "FLUX", FLOAT_IMG, {nwave, nspec}, TFLOAT,
-                                   buffer.data(), &header));
-    buffer = to_float(frame.ivar);
+                                   frame.flux.data(), &header));
     EX2D_RETURN_NOT_OK(
-        write_image(f, path, "IVAR", FLOAT_IMG, {nwave, nspec}, TFLOAT, buffer.data()));
+        write_image(f, path, "IVAR", FLOAT_IMG, {nwave, nspec}, TFLOAT, frame.ivar.data()));
     // ULONG_IMG is BITPIX 32 with BZERO 2^31, which is how astropy stores uint32.
     EX2D_RETURN_NOT_OK(
         write_image(f, path, "MASK", ULONG_IMG, {nwave, nspec}, TUINT, frame.mask.data()));
     EX2D_RETURN_NOT_OK(write_image(f, path, "WAVELENGTH", DOUBLE_IMG, {nwave}, TDOUBLE,
                                    frame.wave.data(), nullptr, "Angstrom"));
-    buffer = to_float(frame.resolution);
     EX2D_RETURN_NOT_OK(write_image(f, path, "RESOLUTION", FLOAT_IMG,
-                                   {nwave, long(frame.ndiag), nspec}, TFLOAT, buffer.data()));
+                                   {nwave, long(frame.ndiag), nspec}, TFLOAT,
+                                   frame.resolution.data()));
     EX2D_RETURN_NOT_OK(write_fibermap(f, path, frame, prov, fibers));
-    buffer = to_float(frame.chi2pix);
     EX2D_RETURN_NOT_OK(
-        write_image(f, path, "CHI2PIX", FLOAT_IMG, {nwave, nspec}, TFLOAT, buffer.data()));
+        write_image(f, path, "CHI2PIX", FLOAT_IMG, {nwave, nspec}, TFLOAT, frame.chi2pix.data()));
     if (!prov.write_scores) return Status::ok();
-    return write_scores(f, path, frame, prov);
+    return write_scores(f, path, frame);
+}
+
+template <class Array>
+LargeArray<float> to_float(const Array& values)
+{
+    return LargeArray<float>(values.begin(), values.end());
 }
 
 }  // namespace
@@ -291,11 +304,38 @@ std::string shorten_desi_path(const std::string& path)
     return path;
 }
 
+StoredFrame to_stored_frame(const ExtractedFrame& frame, double dw)
+{
+    StoredFrame stored;
+    stored.specmin = frame.specmin;
+    stored.nspec = frame.nspec;
+    stored.nwave = frame.nwave;
+    stored.ndiag = frame.ndiag;
+    stored.psferr = frame.psferr;
+    stored.wave = frame.wave;
+    stored.flux = to_float(frame.flux);
+    stored.ivar = to_float(frame.ivar);
+    stored.resolution = to_float(frame.resolution);
+    stored.chi2pix = to_float(frame.chi2pix);
+    stored.mask = frame.mask;
+    stored.scores = frame_detail::compute_scores(frame, dw);
+    return stored;
+}
+
 Status write_frame(const std::string& path, const ExtractedFrame& frame,
                    const FrameProvenance& provenance)
 {
     EX2D_RETURN_NOT_OK(check_flavor(path, provenance.image_header));
     EX2D_RETURN_NOT_OK(check_frame(path, frame));
+    return write_frame(path, to_stored_frame(frame, provenance.options.dw), provenance);
+}
+
+Status write_frame(const std::string& path, const StoredFrame& frame,
+                   const FrameProvenance& provenance)
+{
+    EX2D_RETURN_NOT_OK(check_flavor(path, provenance.image_header));
+    EX2D_RETURN_NOT_OK(check_frame(path, frame));
+    if (provenance.write_scores) EX2D_RETURN_NOT_OK(check_scores(path, frame));
     EX2D_ASSIGN_OR_RETURN(std::vector<long long> fibers, frame_fibers(path, frame, provenance));
     const FitsHeader header = frame_header(frame, provenance, fibers);
     return fits::write_atomically(path, [&](fitsfile* f) {

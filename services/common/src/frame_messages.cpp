@@ -210,7 +210,7 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m)
 
 wire::OutgoingMessage encode_result(FrameOutputs out)
 {
-    ExtractedFrame& f = out.frame;
+    StoredFrame& f = out.frame;
     wire::OutgoingMessage m;
     m.type = wire::MessageType::result;
     m.epoch = (std::uint64_t)out.job.epoch;
@@ -230,33 +230,76 @@ wire::OutgoingMessage encode_result(FrameOutputs out)
     m.meta["nwave"] = f.nwave;
     m.meta["ndiag"] = f.ndiag;
     m.meta["psferr"] = f.psferr;
-    m.meta["npatch"] = f.npatch;
-    m.meta["npatch_retried"] = f.npatch_retried;
-    m.meta["npatch_failed"] = f.npatch_failed;
+    m.meta["npatch"] = out.npatch;
+    m.meta["npatch_retried"] = out.npatch_retried;
+    m.meta["npatch_failed"] = out.npatch_failed;
     m.meta["read_seconds"] = out.read_seconds;
     m.meta["extract_seconds"] = out.extract_seconds;
+    m.meta["scores"] = {{"band", std::string(1, f.scores.band)}, {"lo", f.scores.lo},
+                        {"hi", f.scores.hi},         {"nbins", f.scores.nbins},
+                        {"names", f.scores.names},   {"comments", f.scores.comments}};
     const int ns = f.nspec;
     const int nw = f.nwave;
+    std::vector<double> scores;
+    for (const auto& column : f.scores.columns) scores.insert(scores.end(), column.begin(), column.end());
+    const int ncolumns = int(f.scores.columns.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.wave), {nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.flux), {ns, nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.ivar), {ns, nw}));
+    m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.flux), {ns, nw}));
+    m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.ivar), {ns, nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::u32, std::move(f.mask), {ns, nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.resolution), {ns, f.ndiag * nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.chi2pix), {ns, nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.pixmask_fraction), {ns, nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.xflux), {ns, nw}));
+    m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.resolution), {ns, f.ndiag * nw}));
+    m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.chi2pix), {ns, nw}));
+    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(scores), {ncolumns, ns}));
     const int fm_bytes = int(out.fibermap.fits_bytes.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(out.fibermap.fits_bytes), {fm_bytes}));
     return m;
 }
+
+namespace {
+
+Status check_exact(const wire::IncomingMessage& m, std::size_t part, std::size_t expected,
+                   const char* what, DType dtype)
+{
+    if (part >= m.parts.size()) return Status::format(std::string("message: no part for ") + what);
+    if (m.dtype(part) != dtype) return Status::format(std::string("RESULT: ") + what + " has the wrong dtype");
+    return check_count(m, part, expected, what, dtype);
+}
+
+Result<FrameScores> scores_from(const wire::IncomingMessage& m, std::size_t part, int nspec)
+{
+    FrameScores s;
+    const json& j = m.meta.contains("scores") ? m.meta["scores"] : json();
+    try {
+        const std::string band = j.at("band").get<std::string>();
+        if (band.size() != 1) return Status::format("RESULT: scores band '" + band + "' is not one letter");
+        s.band = band[0];
+        s.lo = j.at("lo").get<double>();
+        s.hi = j.at("hi").get<double>();
+        s.nbins = j.at("nbins").get<int>();
+        s.names = j.at("names").get<std::vector<std::string>>();
+        s.comments = j.at("comments").get<std::vector<std::string>>();
+    } catch (const json::exception& e) {
+        return Status::format(std::string("RESULT: scores: ") + e.what());
+    }
+    if (s.comments.size() != s.names.size()) return Status::format("RESULT: scores names and comments differ in number");
+    EX2D_RETURN_NOT_OK(check_exact(m, part, s.names.size() * std::size_t(nspec), "scores", DType::f64));
+    const std::vector<double> all = m.copy_array<double>(part);
+    for (std::size_t c = 0; c < s.names.size(); ++c) {
+        s.columns.emplace_back(all.begin() + long(c * std::size_t(nspec)),
+                               all.begin() + long((c + 1) * std::size_t(nspec)));
+    }
+    return s;
+}
+
+}  // namespace
 
 Result<FrameOutputs> decode_result(const wire::IncomingMessage& m)
 {
     if (m.type != wire::MessageType::result) return Status::format("message: not a RESULT");
     FrameOutputs out;
     EX2D_ASSIGN_OR_RETURN(out.job, job_from_message(m));
-    if (m.parts.size() != 9) return Status::format("RESULT: expected 9 arrays");
-    ExtractedFrame& f = out.frame;
+    if (m.parts.size() != 8) return Status::format("RESULT: expected 8 arrays");
+    StoredFrame& f = out.frame;
     f.specmin = meta_number<int>(m.meta, "specmin", -1);
     f.nspec = meta_number<int>(m.meta, "nspec", -1);
     f.nwave = meta_number<int>(m.meta, "nwave", -1);
@@ -265,31 +308,25 @@ Result<FrameOutputs> decode_result(const wire::IncomingMessage& m)
         return Status::format("RESULT: specmin, nspec, nwave or ndiag missing or out of range");
     }
     f.psferr = meta_number<double>(m.meta, "psferr", 0.01);
-    f.npatch = meta_number<long>(m.meta, "npatch", 0);
-    f.npatch_retried = meta_number<long>(m.meta, "npatch_retried", 0);
-    f.npatch_failed = meta_number<long>(m.meta, "npatch_failed", 0);
+    out.npatch = meta_number<long>(m.meta, "npatch", 0);
+    out.npatch_retried = meta_number<long>(m.meta, "npatch_retried", 0);
+    out.npatch_failed = meta_number<long>(m.meta, "npatch_failed", 0);
     const std::size_t n = std::size_t(f.nspec) * std::size_t(f.nwave);
-    EX2D_RETURN_NOT_OK(check_count(m, 0, std::size_t(f.nwave), "wave", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 1, n, "flux", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 2, n, "ivar", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 3, n, "mask", DType::u32));
-    EX2D_RETURN_NOT_OK(check_count(m, 4, n * std::size_t(f.ndiag), "resolution", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 5, n, "chi2pix", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 6, n, "pixmask_fraction", DType::f64));
-    EX2D_RETURN_NOT_OK(check_count(m, 7, n, "xflux", DType::f64));
-    if (m.dtype(8) != DType::u8) return Status::format("RESULT: FIBERMAP must be bytes");
-    for (std::size_t i = 0; i <= 7; ++i) {
-        if (i != 3 && m.dtype(i) != DType::f64) return Status::format("RESULT: arrays must be f64");
-    }
+    EX2D_RETURN_NOT_OK(check_exact(m, 0, std::size_t(f.nwave), "wave", DType::f64));
+    EX2D_RETURN_NOT_OK(check_exact(m, 1, n, "flux", DType::f32));
+    EX2D_RETURN_NOT_OK(check_exact(m, 2, n, "ivar", DType::f32));
+    EX2D_RETURN_NOT_OK(check_exact(m, 3, n, "mask", DType::u32));
+    EX2D_RETURN_NOT_OK(check_exact(m, 4, n * std::size_t(f.ndiag), "resolution", DType::f32));
+    EX2D_RETURN_NOT_OK(check_exact(m, 5, n, "chi2pix", DType::f32));
+    EX2D_ASSIGN_OR_RETURN(f.scores, scores_from(m, 6, f.nspec));
+    if (m.dtype(7) != DType::u8) return Status::format("RESULT: FIBERMAP must be bytes");
     f.wave = m.copy_array<double>(0);
-    f.flux = m.copy_array<double>(1);
-    f.ivar = m.copy_array<double>(2);
+    f.flux = m.copy_array<float, LargeArrayAllocator<float>>(1);
+    f.ivar = m.copy_array<float, LargeArrayAllocator<float>>(2);
     f.mask = m.copy_array<std::uint32_t>(3);
-    f.resolution = m.copy_array<double, LargeArrayAllocator<double>>(4);
-    f.chi2pix = m.copy_array<double>(5);
-    f.pixmask_fraction = m.copy_array<double>(6);
-    f.xflux = m.copy_array<double>(7);
-    out.fibermap.fits_bytes = m.copy_array<std::uint8_t>(8);
+    f.resolution = m.copy_array<float, LargeArrayAllocator<float>>(4);
+    f.chi2pix = m.copy_array<float, LargeArrayAllocator<float>>(5);
+    out.fibermap.fits_bytes = m.copy_array<std::uint8_t>(7);
     out.fibermap.nrows = meta_number<long>(m.meta, "fibermap_rows", 0);
     out.image_header.cards = cards_from(m.meta, "image_header");
     out.psf_header.cards = cards_from(m.meta, "psf_header");

@@ -14,6 +14,7 @@
 #include "ex2d/extraction_types.hpp"
 #include "ex2d/fits_header.hpp"
 #include "ex2d/fits_table.hpp"
+#include "ex2d/frame_io.hpp"
 #include "ex2d/service/control_plane.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/status.hpp"
@@ -54,7 +55,10 @@ struct FrameOutputs {
     FitsTableBlob fibermap;
     std::string preproc_checksum, psf_checksum;
     ExtractionOptions options;
-    ExtractedFrame frame;
+    StoredFrame frame;  ///< in the file's precision, SCORES computed on the worker
+    long npatch = 0;
+    long npatch_retried = 0;
+    long npatch_failed = 0;
     double read_seconds = 0;
     double extract_seconds = 0;
 };

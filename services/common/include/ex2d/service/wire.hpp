@@ -23,7 +23,7 @@
 namespace ex2d::wire {
 
 // 2: results go to a writer only after its GRANT (OFFER, GRANT, DECLINE).
-constexpr std::uint16_t kProtocolVersion = 2;
+constexpr std::uint16_t kProtocolVersion = 3;
 constexpr std::size_t kMaxParts = 16;
 
 enum class MessageType : std::uint16_t {
