@@ -1,11 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What a reader spends per frame, step by step: ex2d-reader-stages PREPROC PSF [--repeat N]
-// Runs the reader's own load_frame and message encoding in this process, so that the CPU
-// seconds of each step can be told apart (the service interleaves them with its sockets).
+// Runs the reader's own loading and message encoding in this process, so that the CPU seconds
+// of each step can be told apart (the service interleaves them with its sockets), then sends
+// the FRAME over ipc to a socket in the same process and decodes it as a worker does, against
+// a memcpy of the same bytes into memory already touched.
 #include <time.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <string>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/wire.hpp"
@@ -51,6 +59,12 @@ int main(int argc, char** argv)
     job.stream_id = "1-0";
     std::printf("step                     cpu_s   wall_s\n");
     ex2d::reader::FrameLoader loader("bench");
+    zmq::context_t context;
+    zmq::socket_t pull(context, zmq::socket_type::pull), push(context, zmq::socket_type::push);
+    const std::string endpoint = "ipc:///tmp/ex2d-reader-stages-" + std::to_string(::getpid());
+    pull.bind(endpoint);
+    push.connect(endpoint);
+    ex2d::LargeArray<char> copy_target;
     for (int i = 0; i < repeat; ++i) {
         double c0 = cpu_now(), w0 = wall_now();
         auto loaded = loader.load(job);
@@ -68,6 +82,32 @@ int main(int argc, char** argv)
         std::printf("encode_frame           %7.3f  %7.3f\n", c2 - c1, w2 - w1);
         std::printf("wire::encode           %7.3f  %7.3f  (%zu MB)\n", c3 - c2, w3 - w2, bytes >> 20);
         std::printf("total                  %7.3f  %7.3f\n", c3 - c0, w3 - w0);
+
+        double c4 = cpu_now(), w4 = wall_now();
+        zmq::send_multipart(push, parts);
+        std::vector<zmq::message_t> received;
+        (void)zmq::recv_multipart(pull, std::back_inserter(received));
+        double c5 = cpu_now(), w5 = wall_now();
+        ex2d::wire::DecodeError error;
+        auto message = ex2d::wire::decode(std::move(received), error);
+        if (!message) {
+            std::fprintf(stderr, "decode: %s\n", error.detail.c_str());
+            return 1;
+        }
+        auto inputs = ex2d::service::decode_frame(*message);
+        double c6 = cpu_now(), w6 = wall_now();
+        copy_target.resize(bytes);
+        std::size_t at = 0;
+        const auto copy_parts = ex2d::wire::encode(loaded.value().message);
+        double c7 = cpu_now(), w7 = wall_now();
+        for (const auto& p : copy_parts) {
+            std::memcpy(copy_target.data() + at, p.data(), p.size());
+            at += p.size();
+        }
+        double c8 = cpu_now(), w8 = wall_now();
+        std::printf("ipc send+receive       %7.3f  %7.3f  (both ends, ZeroMQ's threads included)\n", c5 - c4, w5 - w4);
+        std::printf("worker decode (f64)    %7.3f  %7.3f\n", c6 - c5, w6 - w5);
+        std::printf("memcpy, reused memory  %7.3f  %7.3f\n", c8 - c7, w8 - w7);
     }
     return 0;
 }
