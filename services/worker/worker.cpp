@@ -88,6 +88,7 @@ Status Worker::start()
     keeper_->set_field("backend", backend_->name());
     keeper_->set_field("device", device_);
     EX2D_RETURN_NOT_OK(keeper_->start());
+    max_spare_planes_ = std::size_t(2 * (cfg.get_int("worker.credit") + 1));
     discover();
     ctx_.set_ready(true);
     logger()->info("worker ready backend={} device={} credit={}", backend_->name(), device_,
@@ -185,9 +186,24 @@ void Worker::receive_from_writers()
     }
 }
 
+LargeArray<double> Worker::take_spare_plane()
+{
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (spare_planes_.empty()) return {};
+    LargeArray<double> plane = std::move(spare_planes_.back());
+    spare_planes_.pop_back();
+    return plane;
+}
+
+void Worker::return_spare_plane(LargeArray<double> plane)
+{
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (spare_planes_.size() < max_spare_planes_) spare_planes_.push_back(std::move(plane));
+}
+
 void Worker::accept_frame(wire::IncomingMessage message)
 {
-    auto inputs = service::decode_frame(message);
+    auto inputs = service::decode_frame(message, take_spare_plane(), take_spare_plane());
     if (!inputs.is_ok()) {
         ctx_.metrics().messages_dropped("malformed").Increment();
         logger()->warn("dropped message reason=malformed detail={}", inputs.status().message());
@@ -226,7 +242,7 @@ std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInput
     return shared;
 }
 
-Result<service::FrameOutputs> Worker::extract(service::FrameInputs in)
+Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in)
 {
     service::ScopedLogContext lc(job_log_context(in.job));
     const auto start = Clock::now();
@@ -286,7 +302,9 @@ void Worker::start_extraction()
     keeper_->set_field("current", in.job.job);
     extracting_job_ = in.job;
     extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
-        auto result = extract(std::move(in));
+        auto result = extract(in);
+        return_spare_plane(std::move(in.image));
+        return_spare_plane(std::move(in.weights));
         const std::uint64_t one = 1;
         (void)!::write(extraction_done_fd_, &one, sizeof one);
         return result;

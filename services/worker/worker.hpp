@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <zmq.hpp>
@@ -46,7 +47,10 @@ private:
     void start_extraction();
     void collect_extraction();
     void send_result();
-    Result<service::FrameOutputs> extract(service::FrameInputs inputs);
+    Result<service::FrameOutputs> extract(service::FrameInputs& inputs);
+    /// Float64 planes of a frame already extracted, to decode the next one into.
+    LargeArray<double> take_spare_plane();
+    void return_spare_plane(LargeArray<double> plane);
     std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs, Status& status);
 
     service::ServiceContext& ctx_;
@@ -66,6 +70,11 @@ private:
     std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
     std::optional<service::Job> extracting_job_;
     std::future<Result<service::FrameOutputs>> extraction_;
+    std::mutex spare_mutex_;  ///< the extraction thread gives planes back
+    std::vector<LargeArray<double>> spare_planes_;
+    // Planes for the frames a worker holds at once (its credit) are enough; more would only
+    // keep memory that no frame will use.
+    std::size_t max_spare_planes_ = 0;
     int extraction_done_fd_ = -1;  ///< eventfd the extraction thread signals when it returns
     std::map<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_;  ///< by checksum
     Clock::time_point next_discovery_;

@@ -180,7 +180,8 @@ wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::
     return m;
 }
 
-Result<FrameInputs> decode_frame(const wire::IncomingMessage& m)
+Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<double> image_memory,
+                                 LargeArray<double> weights_memory)
 {
     if (m.type != wire::MessageType::frame) return Status::format("message: not a FRAME");
     FrameInputs in;
@@ -195,8 +196,10 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m)
     if (m.dtype(2) != DType::u8 || m.dtype(3) != DType::u8) {
         return Status::format("FRAME: PSF and FIBERMAP must be bytes");
     }
-    in.image = m.to_f64(0);
-    in.weights = m.to_f64(1);
+    in.image = std::move(image_memory);
+    in.weights = std::move(weights_memory);
+    m.to_f64(0, in.image);
+    m.to_f64(1, in.weights);
     in.psf_file = m.copy_array<std::uint8_t>(2);
     in.fibermap.fits_bytes = m.copy_array<std::uint8_t>(3);
     in.fibermap.nrows = meta_number<long>(m.meta, "fibermap_rows", 0);

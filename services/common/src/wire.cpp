@@ -349,11 +349,18 @@ std::size_t IncomingMessage::count(std::size_t i) const
 
 LargeArray<double> IncomingMessage::to_f64(std::size_t i) const
 {
+    LargeArray<double> values;
+    to_f64(i, values);
+    return values;
+}
+
+void IncomingMessage::to_f64(std::size_t i, LargeArray<double>& values) const
+{
     const bool f32 = i < parts.size() && i < kMaxParts && dtype(i) == DType::f32;
     if (!f32) expect_dtype(i, DType::f64);  // throws with the dtype that was sent
     const auto* bytes = static_cast<const unsigned char*>(parts.at(i).data());
     const std::size_t item = f32 ? sizeof(float) : sizeof(double);
-    LargeArray<double> values(parts.at(i).size() / item);
+    values.resize(parts.at(i).size() / item);
     // memcpy per element: the receive buffer need not be aligned for float or double.
     for (std::size_t k = 0; k < values.size(); ++k) {
         if (f32) {
@@ -364,7 +371,6 @@ LargeArray<double> IncomingMessage::to_f64(std::size_t i) const
             std::memcpy(&values[k], bytes + k * item, sizeof(double));
         }
     }
-    return values;
 }
 
 }  // namespace ex2d::wire

@@ -176,6 +176,8 @@ struct IncomingMessage {
     /// Array i as float64, converting from f32 where it was sent as f32, in one pass into
     /// a frame-sized array.
     LargeArray<double> to_f64(std::size_t i) const;
+    /// The same into `values`, whose memory is reused where it is large enough.
+    void to_f64(std::size_t i, LargeArray<double>& values) const;
 };
 
 /// Why a message was dropped; `reason` is a short metric label (part_count, header_size,
