@@ -51,7 +51,11 @@ Status Worker::start()
     CudaBackendOptions cuda;
     cuda.device = int(cfg.get_int("worker.device"));
     cuda.memory_budget_bytes = std::size_t(cfg.get_double("worker.gpu_memory_gib") * double(1 << 30));
-    auto backend = make_backend(cfg.get_string("worker.backend"), int(cfg.get_int("worker.threads")), cuda);
+    StandinBackendOptions standin;
+    standin.frame_path = cfg.get_string("worker.standin_frame");
+    standin.delay_s = cfg.get_double("worker.standin_delay_s");
+    auto backend = make_backend(cfg.get_string("worker.backend"), int(cfg.get_int("worker.threads")), cuda,
+                                standin);
     if (!backend.is_ok()) return Status(backend.status().code(), "worker.backend: " + backend.status().message());
     backend_ = std::move(backend).value();
     const DeviceReport report = backend_->device_report();

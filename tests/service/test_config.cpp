@@ -99,7 +99,7 @@ TEST_F(ConfigTest, ShippedFileHasExactlyTheKeysAndDefaults)
     std::set<std::string> in_code;
     for (const auto& key : config_keys()) in_code.insert(key.name);
     EXPECT_EQ(in_file, in_code);
-    EXPECT_EQ(in_code.size(), 41u);
+    EXPECT_EQ(in_code.size(), 43u);
 
     Config config;
     ASSERT_TRUE(config.apply_yaml(read_text(EX2D_CONFIG_FILE), EX2D_CONFIG_FILE).is_ok());
@@ -171,7 +171,7 @@ TEST_F(ConfigTest, BadValuesNameKeyAndSource)
         {{"--writer.fsync=maybe"},
          "command line: writer.fsync: not a boolean (true/false, yes/no, on/off, 1/0): 'maybe'"},
         {{"--worker.backend=gpu"},
-         "command line: worker.backend: must be one of cpu, cuda, auto, not 'gpu'"},
+         "command line: worker.backend: must be one of cpu, cuda, auto, standin, not 'gpu'"},
         {{"--service.log_level=loud"},
          "command line: service.log_level: must be one of trace, debug, info, warning, warn, "
          "error, critical, not 'loud'"},
@@ -288,7 +288,7 @@ TEST_F(ConfigTest, HelpAndPrintConfigFlags)
     EXPECT_NE(help.find("  --redis.port INTEGER  (default 6379, [1, 65535]; EX2D_REDIS_PORT)\n"
                         "      Redis TCP port\n"),
               std::string::npos);
-    EXPECT_NE(help.find("--worker.backend STRING  (default \"cpu\", one of cpu, cuda, auto;"),
+    EXPECT_NE(help.find("--worker.backend STRING  (default \"cpu\", one of cpu, cuda, auto, standin;"),
               std::string::npos);
 }
 

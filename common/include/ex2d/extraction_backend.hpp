@@ -15,6 +15,7 @@
 
 #include "ex2d/extraction_types.hpp"
 #include "ex2d/psf.hpp"
+#include "ex2d/status.hpp"
 
 namespace ex2d {
 
@@ -88,6 +89,10 @@ class ExtractionBackend {
 public:
     virtual ~ExtractionBackend() = default;
     virtual std::string name() const = 0;
+    /// Whether this backend can extract `batch` at all; extract_frame returns any other
+    /// status before calling extract. Numerical backends take every batch; a backend bound
+    /// to fixed inputs (the test stand-in) refuses a batch of another shape here.
+    virtual Status check_batch(const PatchBatch& /*batch*/) const { return Status::ok(); }
     /// Extracts every patch of `batch`; `results` is resized to batch.patches.size().
     /// Per-patch numerical failures are reported in PatchResult::status, never thrown.
     /// Results are bit-identical whatever the thread count or batch split.
@@ -112,6 +117,15 @@ struct CudaBackendOptions {
     std::size_t memory_budget_bytes = std::size_t(3) << 30;
 };
 
+/// Settings of the stand-in backend, which exists only in test and benchmark builds
+/// (EX2D_TEST_HOOKS): every extraction returns the arrays of one frame file written by
+/// `ex2d extract`, read once, after `delay_s` seconds spent asleep, so that a fleet on a
+/// machine without a GPU moves frames at a GPU's pace.
+struct StandinBackendOptions {
+    std::string frame_path;
+    double delay_s = 0.0;
+};
+
 /// CPU backend with `nthreads` worker threads (<= 0: all cores).
 std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
 /// The same with the memory for one evaluation of spots set (default 16 MiB): a bundle's
@@ -122,10 +136,12 @@ std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads, std::size_t sp
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options = {});
 /// Usable CUDA devices: 0 in builds without CUDA, without a driver or without a GPU.
 int cuda_device_count();
-/// "cpu", "cuda" or "auto" (cuda where a device is found, else cpu); an unknown name is an
-/// invalid_argument status, a CUDA backend that is not built or has no device a not_compiled
-/// or device_unavailable status.
+/// "cpu", "cuda" or "auto" (cuda where a device is found, else cpu), or "standin" in test
+/// and benchmark builds; an unknown name is an invalid_argument status, a CUDA backend that
+/// is not built or has no device a not_compiled or device_unavailable status, "standin" in a
+/// release build a not_compiled status and an unreadable stand-in frame its read status.
 Result<std::unique_ptr<ExtractionBackend>> make_backend(const std::string& name, int nthreads,
-                                                        const CudaBackendOptions& cuda = {});
+                                                        const CudaBackendOptions& cuda = {},
+                                                        const StandinBackendOptions& standin = {});
 
 }  // namespace ex2d

@@ -157,6 +157,7 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
     if (grids.wave.empty()) return Status::invalid("empty wavelength grid");
 
     const PatchBatch batch = plan_batch(image, psf, opt, grids);
+    EX2D_RETURN_NOT_OK(backend.check_batch(batch));
 
     ExtractedFrame frame;
     frame.specmin = opt.specmin;

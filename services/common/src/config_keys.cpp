@@ -129,8 +129,9 @@ std::vector<ConfigKey> make_keys()
                 "how long a worker's credit waits for a frame before no_work is sent", 0,
                 3600000),
 
-        choice_key("worker.backend", "cpu", "extraction backend: cpu, cuda or auto",
-                   {"cpu", "cuda", "auto"}),
+        choice_key("worker.backend", "cpu",
+                   "extraction backend: cpu, cuda or auto (standin: test builds only)",
+                   {"cpu", "cuda", "auto", "standin"}),
         int_key("worker.threads", "0", "CPU threads, 0 = all", 0, 4096),
         int_key("worker.device", "0", "CUDA device index", 0, 1024),
         number_key("worker.gpu_memory_gib", "3", "device memory budget of one worker, GiB", 0,
@@ -140,6 +141,11 @@ std::vector<ConfigKey> make_keys()
         number_key("worker.result_timeout_s", "120",
                    "an extracted frame no writer takes within this long is handed back", 1,
                    86400),
+        string_key("worker.standin_frame", "",
+                   "frame file (from ex2d extract) the standin backend returns"),
+        number_key("worker.standin_delay_s", "0.5",
+                   "seconds the standin backend sleeps per frame, as a GPU would extract it",
+                   0, 3600),
 
         bool_key("writer.fsync", "true",
                  "fsync files and directories before acknowledging"),
