@@ -177,12 +177,6 @@ Status write_image(fitsfile* f, const std::string& path, const std::string& name
     return finish_hdu(f, path, name);
 }
 
-template <class Array>
-std::vector<float> to_float(const Array& v)
-{
-    return std::vector<float>(v.begin(), v.end());
-}
-
 Status write_fibermap(fitsfile* f, const std::string& path, const ExtractedFrame& frame,
                       const FrameProvenance& prov, const std::vector<long long>& fibers)
 {
@@ -242,26 +236,37 @@ Status write_frame_hdus(fitsfile* f, const std::string& path, const ExtractedFra
 {
     const long nspec = frame.nspec;
     const long nwave = frame.nwave;
-    std::vector<float> buffer = to_float(frame.flux);
-    EX2D_RETURN_NOT_OK(write_image(f, path, "FLUX", FLOAT_IMG, {nwave, nspec}, TFLOAT,
-                                   buffer.data(), &header));
-    buffer = to_float(frame.ivar);
+    // CFITSIO converts float64 to the float32 images through its own small buffers (a plain
+    // cast, as a copy into a float vector would do), so no frame-sized copy is allocated.
+    EX2D_RETURN_NOT_OK(write_image(f, path, "FLUX", FLOAT_IMG, {nwave, nspec}, TDOUBLE,
+                                   frame.flux.data(), &header));
     EX2D_RETURN_NOT_OK(
-        write_image(f, path, "IVAR", FLOAT_IMG, {nwave, nspec}, TFLOAT, buffer.data()));
+        write_image(f, path, "IVAR", FLOAT_IMG, {nwave, nspec}, TDOUBLE, frame.ivar.data()));
     // ULONG_IMG is BITPIX 32 with BZERO 2^31, which is how astropy stores uint32.
     EX2D_RETURN_NOT_OK(
         write_image(f, path, "MASK", ULONG_IMG, {nwave, nspec}, TUINT, frame.mask.data()));
     EX2D_RETURN_NOT_OK(write_image(f, path, "WAVELENGTH", DOUBLE_IMG, {nwave}, TDOUBLE,
                                    frame.wave.data(), nullptr, "Angstrom"));
-    buffer = to_float(frame.resolution);
     EX2D_RETURN_NOT_OK(write_image(f, path, "RESOLUTION", FLOAT_IMG,
-                                   {nwave, long(frame.ndiag), nspec}, TFLOAT, buffer.data()));
+                                   {nwave, long(frame.ndiag), nspec}, TDOUBLE,
+                                   frame.resolution.data()));
     EX2D_RETURN_NOT_OK(write_fibermap(f, path, frame, prov, fibers));
-    buffer = to_float(frame.chi2pix);
     EX2D_RETURN_NOT_OK(
-        write_image(f, path, "CHI2PIX", FLOAT_IMG, {nwave, nspec}, TFLOAT, buffer.data()));
+        write_image(f, path, "CHI2PIX", FLOAT_IMG, {nwave, nspec}, TDOUBLE, frame.chi2pix.data()));
     if (!prov.write_scores) return Status::ok();
     return write_scores(f, path, frame, prov);
+}
+
+/// About the size of the frame file, so that it is built in memory without growing: the
+/// 4-byte images, RESOLUTION, WAVELENGTH, the FIBERMAP, SCORES and a few header blocks.
+std::size_t expected_file_bytes(const ExtractedFrame& frame, const FrameProvenance& prov)
+{
+    const std::size_t n = std::size_t(frame.nspec) * std::size_t(frame.nwave);
+    constexpr std::size_t kScoreColumns = 64;
+    constexpr std::size_t kHeaderBytes = 2880 * 64;
+    return n * 4 * (4 + std::size_t(frame.ndiag)) + std::size_t(frame.nwave) * 8 +
+           prov.fibermap.fits_bytes.size() + std::size_t(frame.nspec) * 8 * kScoreColumns +
+           kHeaderBytes;
 }
 
 }  // namespace
@@ -300,7 +305,7 @@ Status write_frame(const std::string& path, const ExtractedFrame& frame,
     const FitsHeader header = frame_header(frame, provenance, fibers);
     return fits::write_atomically(path, [&](fitsfile* f) {
         return write_frame_hdus(f, path, frame, provenance, header, fibers);
-    });
+    }, expected_file_bytes(frame, provenance));
 }
 
 Status write_model_image(const std::string& path, const ExtractedFrame& frame,
