@@ -474,14 +474,16 @@ Status write_from_memory(const std::string& path, const std::string& tmp, std::s
     return write_new_file(path, tmp, gz.data.get(), gz.size);
 }
 
-/// The file written by CFITSIO itself: only where this build has no gzip encoder.
+/// The file written by CFITSIO itself, to disk or (for a ".gz" name) through its zlib path.
 Status write_through_cfitsio(const std::string& path, const std::string& tmp,
                              const std::function<Status(fitsfile*)>& body)
 {
     fitsfile* raw = nullptr;
     int status = 0;
-    // Only the full file-name parser knows that a ".gz" name asks for gzip output.
-    if (fits_create_file(&raw, tmp.c_str(), &status)) {
+    // Only the full file-name parser knows that a ".gz" name asks for gzip output; plain
+    // names skip it so that characters such as '[' or '!' in a path mean nothing special.
+    if (is_gzip_name(tmp) ? fits_create_file(&raw, tmp.c_str(), &status)
+                          : fits_create_diskfile(&raw, tmp.c_str(), &status)) {
         if (raw) FitsCloser{}(raw);
         return io_error(path, "cannot create the file", status);
     }
@@ -491,18 +493,14 @@ Status write_through_cfitsio(const std::string& path, const std::string& tmp,
     return result;
 }
 
-}  // namespace
-
-Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body,
-                        std::size_t size_hint)
+/// Writes under a registered temporary name with `write`, then renames; removes the temporary
+/// on any failure.
+Status write_then_rename(const std::string& path,
+                         const std::function<Status(const std::string& tmp)>& write)
 {
-    std::string tmp = temporary_name(path);
+    const std::string tmp = temporary_name(path);
     register_temporary(tmp);
-    // One write of the whole file: CFITSIO's own disk and gzip paths write it in small pieces,
-    // read it back for each checksum and compress at zlib's pace.
-    Status result = is_gzip_name(path) && !have_gzip_encoder()
-                        ? write_through_cfitsio(path, tmp, body)
-                        : write_from_memory(path, tmp, size_hint, body);
+    Status result = write(tmp);
     std::error_code ec;
     if (result.is_ok()) {
         std::filesystem::rename(tmp, path, ec);
@@ -511,6 +509,27 @@ Status write_atomically(const std::string& path, const std::function<Status(fits
     if (!result.is_ok()) std::filesystem::remove(tmp, ec);
     unregister_temporary(tmp);
     return result;
+}
+
+}  // namespace
+
+Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body)
+{
+    return write_then_rename(path, [&](const std::string& tmp) {
+        return write_through_cfitsio(path, tmp, body);
+    });
+}
+
+Status write_atomically_from_memory(const std::string& path,
+                                    const std::function<Status(fitsfile*)>& body,
+                                    std::size_t size_hint)
+{
+    return write_then_rename(path, [&](const std::string& tmp) {
+        // Without an encoder of its own, a ".gz" file is left to CFITSIO's zlib path.
+        return is_gzip_name(path) && !have_gzip_encoder()
+                   ? write_through_cfitsio(path, tmp, body)
+                   : write_from_memory(path, tmp, size_hint, body);
+    });
 }
 
 }  // namespace ex2d::fits

@@ -303,7 +303,7 @@ Status write_frame(const std::string& path, const ExtractedFrame& frame,
     EX2D_RETURN_NOT_OK(check_frame(path, frame));
     EX2D_ASSIGN_OR_RETURN(std::vector<long long> fibers, frame_fibers(path, frame, provenance));
     const FitsHeader header = frame_header(frame, provenance, fibers);
-    return fits::write_atomically(path, [&](fitsfile* f) {
+    return fits::write_atomically_from_memory(path, [&](fitsfile* f) {
         return write_frame_hdus(f, path, frame, provenance, header, fibers);
     }, expected_file_bytes(frame, provenance));
 }
