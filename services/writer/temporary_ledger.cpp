@@ -16,6 +16,7 @@ RedisTemporaryLedger::RedisTemporaryLedger(service::RedisClient& redis,
 
 Status RedisTemporaryLedger::record(const std::string& path)
 {
+    std::lock_guard<std::mutex> lock(mutex_);
     const std::string entry = me_.name + " " + me_.host + " " + std::to_string(me_.pid) + " " +
                               std::to_string(service::unix_ms());
     auto reply = redis_.command({"HSET", key_, path, entry});
@@ -29,6 +30,7 @@ Status RedisTemporaryLedger::record(const std::string& path)
 
 void RedisTemporaryLedger::forget(const std::string& path)
 {
+    std::lock_guard<std::mutex> lock(mutex_);
     mine_.erase(path);
     // A failed HDEL leaves an entry whose file is gone; the next sweep drops it.
     (void)redis_.command({"HDEL", key_, path});
@@ -47,6 +49,8 @@ bool RedisTemporaryLedger::owner_alive(const std::string& owner, const std::stri
 
 int RedisTemporaryLedger::sweep()
 {
+    // Held throughout: a file recorded while the sweep runs must be seen as this writer's.
+    std::lock_guard<std::mutex> lock(mutex_);
     auto entries = redis_.command({"HGETALL", key_});
     if (!entries.is_ok() || entries.value().is_error()) return 0;
     int removed = 0;

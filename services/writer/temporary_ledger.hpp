@@ -5,6 +5,7 @@
 // that died (or stopped and lost its registration) are removed by any live writer within a
 // bounded time, whichever output folder they are in (docs/redis-schema.md, "Temporary files").
 
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -25,6 +26,8 @@ public:
 };
 
 /// The ledger in Redis: hash {ns}:temporaries, path -> "{owner} {host} {pid} {created_ms}".
+/// Safe to share between threads: every call holds a lock for as long as it uses `redis`, which
+/// nothing else may use.
 class RedisTemporaryLedger : public TemporaryLedger {
 public:
     RedisTemporaryLedger(service::RedisClient& redis, const service::ControlPlane& plane,
@@ -40,6 +43,7 @@ public:
 private:
     bool owner_alive(const std::string& owner, const std::string& host, const std::string& pid);
 
+    std::mutex mutex_;
     service::RedisClient& redis_;
     std::string key_;
     std::string proc_prefix_;

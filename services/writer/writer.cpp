@@ -1,12 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "writer.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "ex2d/logging.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
+#include "ex2d/temporary_files.hpp"
 
 namespace ex2d::writer {
 
@@ -21,6 +28,19 @@ Writer::Writer(service::ServiceContext& ctx)
 {
 }
 
+Writer::~Writer()
+{
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stop_writing_ = true;
+    }
+    queue_cv_.notify_all();
+    for (std::thread& t : write_threads_) {
+        if (t.joinable()) t.join();
+    }
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
 Status Writer::start()
 {
     const service::Config& cfg = ctx_.config();
@@ -30,10 +50,19 @@ Status Writer::start()
         return Status::invalid("writer.credit " + std::to_string(cfg.get_int("writer.credit")) +
                                " exceeds zmq.hwm " + std::to_string(cfg.get_int("zmq.hwm")));
     }
+    const long long threads = cfg.get_int("writer.write_threads");
     EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
     redis_ = std::move(control.redis);
     plane_ = std::move(control.plane);
-    temporaries_ = std::make_unique<RedisTemporaryLedger>(*redis_, *plane_, me_);
+    EX2D_ASSIGN_OR_RETURN(service::ControlConnection ledger, service::connect_control_plane(ctx_));
+    ledger_redis_ = std::move(ledger.redis);
+    temporaries_ = std::make_unique<RedisTemporaryLedger>(*ledger_redis_, *ledger.plane, me_);
+    for (long long i = 0; i < threads; ++i) {
+        EX2D_ASSIGN_OR_RETURN(service::ControlConnection c, service::connect_control_plane(ctx_));
+        write_planes_.push_back(std::move(c));
+    }
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) return Status::io(std::string("eventfd: ") + std::strerror(errno));
 
     service::configure_socket(router_, cfg, false);
     // A GRANT to a worker that has gone fails at once instead of vanishing.
@@ -53,15 +82,35 @@ Status Writer::start()
     EX2D_RETURN_NOT_OK(keeper_->start());
     temporaries_->sweep();
     next_sweep_ = Clock::now() + seconds(cfg.get_double("writer.sweep_interval_s"));
+    writing_.assign(write_planes_.size(), std::nullopt);
+    for (std::size_t i = 0; i < write_planes_.size(); ++i) {
+        write_threads_.emplace_back([this, i] { write_loop(i); });
+    }
     ctx_.set_ready(true);
-    logger()->info("writer ready endpoint={} credit={}", endpoint, cfg.get_int("writer.credit"));
+    logger()->info("writer ready endpoint={} credit={} write_threads={}", endpoint,
+                   cfg.get_int("writer.credit"), threads);
     return Status::ok();
+}
+
+std::size_t Writer::queued() const
+{
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    return queue_.size();
+}
+
+bool Writer::busy() const
+{
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    return !queue_.empty() ||
+           std::any_of(writing_.begin(), writing_.end(), [](const auto& j) { return j.has_value(); });
 }
 
 void Writer::grant()
 {
+    // A credit is room for one result beyond those the write threads hold: granted and not
+    // yet arrived, or arrived and waiting for a thread.
     const auto credit = std::size_t(ctx_.config().get_int("writer.credit"));
-    while (granted_.size() < credit && !offers_.empty()) {
+    while (granted_.size() + queued() < credit && !offers_.empty()) {
         const Offer offer = std::move(offers_.front());
         offers_.pop_front();
         wire::OutgoingMessage m;
@@ -113,34 +162,78 @@ void Writer::receive(std::vector<zmq::message_t> parts)
         break;
     default:
         granted_.erase(worker);
-        handle(std::move(*message));
+        accept_result(std::move(*message));
     }
 }
 
-void Writer::handle(wire::IncomingMessage message)
+void Writer::accept_result(wire::IncomingMessage message)
 {
-    auto decoded = service::decode_result(message);
-    if (!decoded.is_ok()) {
+    // Only the job is read here (a few hundred bytes of JSON); the arrays are decoded by the
+    // write thread. The fence and the lease are taken at once, so that a result waiting in
+    // the queue is this writer's and its lease is renewed.
+    auto job = service::job_from_message(message);
+    if (!job.is_ok()) {
         ctx_.metrics().messages_dropped("malformed").Increment();
-        logger()->warn("dropped message reason=malformed detail={}", decoded.status().message());
+        logger()->warn("dropped message reason=malformed detail={}", job.status().message());
         return;
     }
-    const service::FrameOutputs& out = decoded.value();
-    const Job& job = out.job;
-    service::ScopedLogContext lc(job_log_context(job));
-    auto fence = plane_->advance(job, "writing", me_);
+    const std::string worker = message.meta.value("worker", "");
+    service::ScopedLogContext lc(job_log_context(job.value()));
+    auto fence = plane_->advance(job.value(), "writing", me_);
     if (!fence.is_ok() || fence.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
         logger()->warn("result refused: {} worker={}",
                        fence.is_ok() ? service::to_string(fence.value()) : fence.status().message(),
-                       out.worker);
+                       worker);
         return;
     }
-    keeper_->hold(job);
-    logger()->info("result received from worker={}", out.worker);
+    keeper_->hold(job.value());
+    logger()->info("result received from worker={}", worker);
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        queue_.push_back({std::move(job).value(), std::move(message)});
+    }
+    queue_cv_.notify_one();
+}
+
+void Writer::write_loop(std::size_t index)
+{
+    service::ControlPlane& plane = *write_planes_[index].plane;
+    for (;;) {
+        Received received;
+        {
+            std::unique_lock<std::mutex> lock(queue_mutex_);
+            queue_cv_.wait(lock, [&] { return stop_writing_ || !queue_.empty(); });
+            if (stop_writing_) return;
+            received = std::move(queue_.front());
+            queue_.pop_front();
+            writing_[index] = received.job;
+        }
+        // The result left the queue: its credit is free for the next GRANT.
+        const std::uint64_t one = 1;
+        (void)!::write(wake_fd_, &one, sizeof one);
+        write_result(std::move(received), plane);
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        writing_[index].reset();
+    }
+}
+
+void Writer::write_result(Received received, service::ControlPlane& plane)
+{
+    const Job& job = received.job;
+    service::ScopedLogContext lc(job_log_context(job));
     const auto start = Clock::now();
+    auto decoded = service::decode_result(received.message);
+    received.message = {};
+    if (!decoded.is_ok()) {
+        ctx_.metrics().messages_dropped("malformed").Increment();
+        logger()->warn("dropped message reason=malformed detail={}", decoded.status().message());
+        service::hand_back(plane, *keeper_, job, ctx_.config());
+        return;
+    }
+    const service::FrameOutputs& out = decoded.value();
     auto still_ours = [&] {
-        auto f = plane_->renew(job);
+        auto f = plane.renew(job);
         return f.is_ok() && f.value() == Fence::applied;
     };
     auto outcome = write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours, *temporaries_);
@@ -155,22 +248,22 @@ void Writer::handle(wire::IncomingMessage message)
             // after its lease, up to max_deliveries.
             logger()->error("write failed: {}", s.to_string());
             ctx_.metrics().frames("failed").Increment();
-            (void)plane_->note_error(job, s.to_string());
+            (void)plane.note_error(job, s.to_string());
         } else {
             logger()->error("write failed: {}", s.to_string());
             ctx_.metrics().frames("failed").Increment();
-            (void)plane_->fail(job, s.to_string(), me_);
+            (void)plane.fail(job, s.to_string(), me_);
         }
         keeper_->release(job);
         return;
     }
     const double write_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    auto done = plane_->finish(job, outcome.value().checksum, outcome.value().bytes, me_);
+    auto done = plane.finish(job, outcome.value().checksum, outcome.value().bytes, me_);
     keeper_->release(job);
     if (done.is_ok() && done.value() == Fence::gone) {
         // The reply to a finish that did run can be lost with a Redis connection; the retry
         // then finds the job acknowledged. The ledger says whether it was ours.
-        auto frame = plane_->frame(job.campaign, job.expid, job.camera);
+        auto frame = plane.frame(job.campaign, job.expid, job.camera);
         if (frame.is_ok() && frame.value()["state"] == "done" &&
             frame.value()["checksum"] == outcome.value().checksum &&
             frame.value()["attempt"] == std::to_string(job.epoch)) {
@@ -185,8 +278,7 @@ void Writer::handle(wire::IncomingMessage message)
     }
     ctx_.metrics().stage_seconds("write").Observe(write_seconds);
     ctx_.metrics().frames(outcome.value().skipped ? "skipped" : "written").Increment();
-    ++frames_done_;
-    keeper_->set_field("frames", std::to_string(frames_done_));
+    keeper_->set_field("frames", std::to_string(++frames_done_));
     logger()->info("frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
                    "extract_s={:.2f} worker={}",
                    outcome.value().skipped ? "already written" : "written", job.output,
@@ -203,7 +295,12 @@ bool Writer::step()
     }
     expire_grants();
     grant();
-    if (service::wait_readable(router_, 100)) {
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    if (service::wait_any(items, 2, 100)) {
+        if (items[1].revents & ZMQ_POLLIN) {
+            std::uint64_t signals = 0;
+            (void)!::read(wake_fd_, &signals, sizeof signals);
+        }
         while (auto parts = service::try_recv(router_)) {
             receive(std::move(*parts));
             grant();
@@ -214,11 +311,40 @@ bool Writer::step()
     return !(max_frames > 0 && frames_done_ >= max_frames);
 }
 
-void Writer::drain(Clock::time_point)
+void Writer::drain(Clock::time_point deadline)
 {
-    // The frame in hand was finished inside step(); a result granted but not yet received is
-    // left to its lease, which re-delivers it.
+    // No grant from here; a result granted but not yet received is left to its lease, which
+    // re-delivers it. The results in hand are written while the deadline allows.
     router_.close();
+    while (busy() && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ctx_.tick();
+    }
+    std::vector<Job> unfinished;
+    bool still_writing = false;
+    {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        stop_writing_ = true;
+        for (const Received& r : queue_) unfinished.push_back(r.job);
+        queue_.clear();
+        for (const auto& job : writing_) {
+            if (job) unfinished.push_back(*job);
+            still_writing = still_writing || job.has_value();
+        }
+    }
+    queue_cv_.notify_all();
+    for (const Job& job : unfinished) service::hand_back(*plane_, *keeper_, job, ctx_.config());
+    if (still_writing) {
+        // A write thread cannot be interrupted inside CFITSIO or the compressor: its job is
+        // handed back above, its temporary file removed here, and the process ends now. The
+        // keeper stays (the thread may still call it); the registration expires by itself.
+        logger()->warn("drain deadline reached during a write; exiting without it");
+        logger()->flush();
+        remove_temporary_files();
+        std::_Exit(0);
+    }
+    for (std::thread& t : write_threads_) t.join();
+    write_threads_.clear();
     keeper_.reset();
 }
 

@@ -4,17 +4,26 @@
 // ex2d-writer: grants workers room for extracted frames (docs/protocol.md, "Writer credit"),
 // writes each exactly as `ex2d extract` would at the path of its job (temporary file, fsync,
 // a rename that never replaces this job's frame, fsync of the folder), then records the result
-// and acknowledges the job in one fenced Redis script.
+// and acknowledges the job in one fenced Redis script. Decoding and writing run on
+// `writer.write_threads` threads, each with its own Redis connection, so that the main loop
+// keeps receiving, granting and fencing while a frame is compressed.
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include <zmq.hpp>
 
 #include "ex2d/service/control_plane.hpp"
 #include "ex2d/service/curve.hpp"
+#include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/keeper.hpp"
 #include "ex2d/service/service.hpp"
@@ -34,6 +43,7 @@ struct WriteOutcome {
 class Writer : public service::Service {
 public:
     explicit Writer(service::ServiceContext& ctx);
+    ~Writer() override;  ///< stops and joins the write threads
     Status start() override;
     bool step() override;
     void drain(Clock::time_point deadline) override;
@@ -44,10 +54,19 @@ private:
         std::string worker;
         std::string job;
     };
+    /// A RESULT fenced to "writing" and held by the keeper, waiting for a write thread.
+    struct Received {
+        service::Job job;
+        wire::IncomingMessage message;
+    };
     void receive(std::vector<zmq::message_t> parts);
+    void accept_result(wire::IncomingMessage message);
     void grant();
     void expire_grants();
-    void handle(wire::IncomingMessage message);
+    void write_loop(std::size_t index);
+    void write_result(Received received, service::ControlPlane& plane);
+    std::size_t queued() const;
+    bool busy() const;  ///< a result queued or being written
 
     service::ServiceContext& ctx_;
     service::Actor me_;
@@ -57,11 +76,24 @@ private:
     zmq::context_t zmq_context_;
     zmq::socket_t router_;
     std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
+    /// The ledger is shared by the main loop (its sweep) and the write threads; it locks
+    /// itself and talks to Redis on a connection of its own.
+    std::unique_ptr<service::RedisClient> ledger_redis_;
     std::unique_ptr<RedisTemporaryLedger> temporaries_;
     Clock::time_point next_sweep_;
     std::deque<Offer> offers_;                         ///< oldest first
     std::map<std::string, Clock::time_point> granted_;  ///< routing id -> when granted
-    long frames_done_ = 0;
+
+    /// One Redis connection per write thread: hiredis connections are not thread-safe.
+    std::vector<service::ControlConnection> write_planes_;
+    std::vector<std::thread> write_threads_;
+    mutable std::mutex queue_mutex_;
+    std::condition_variable queue_cv_;
+    std::deque<Received> queue_;                       ///< oldest first
+    std::vector<std::optional<service::Job>> writing_;  ///< per write thread
+    bool stop_writing_ = false;
+    int wake_fd_ = -1;  ///< eventfd a write thread signals when it takes a result (credit freed)
+    std::atomic<long> frames_done_{0};
 };
 
 /// Defence in depth before a frame is written: its header's CAMERA, EXPID and NIGHT and its

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "fits_util.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +15,10 @@
 #include <mutex>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include "ex2d/temporary_files.hpp"
+#include "file_output.hpp"
 
 namespace ex2d::fits {
 
@@ -297,38 +300,101 @@ Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu,
     return Status::ok();
 }
 
-Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
-                                                     const std::function<int(fitsfile*)>& body)
+namespace {
+
+/// The block of the last large memory file this thread released, for the next one. A block
+/// fresh from the kernel costs a page fault and the clearing of each 4 KiB page as CFITSIO
+/// first writes it, which was a third of the time an uncompressed frame took to write.
+/// CFITSIO is always handed the block as empty (size 0), so it never reads what it holds.
+struct SpareBlock {
+    void* block = nullptr;
+    ~SpareBlock() { std::free(block); }
+};
+thread_local SpareBlock t_spare;
+constexpr std::size_t kKeepBlocksFrom = std::size_t(1) << 20;
+
+/// CFITSIO's realloc for memory files. Past a hint, it asks for `deltasize` more bytes at each
+/// write that needs them; the block grows by half at least, so that a file larger than its hint
+/// costs a few reallocations, not one per write.
+void* grow_buffer(void* p, std::size_t n)
+{
+    if (!p && t_spare.block) {
+        p = std::exchange(t_spare.block, nullptr);
+        // Too small: not worth realloc's copy of bytes nobody will read.
+        if (::malloc_usable_size(p) < n) {
+            std::free(p);
+            p = nullptr;
+        }
+    }
+    const std::size_t usable = p ? ::malloc_usable_size(p) : 0;
+    if (n <= usable) return p;
+    return std::realloc(p, std::max(n, usable + usable / 2));
+}
+
+}  // namespace
+
+void MemoryFile::Free::operator()(std::uint8_t* p) const
+{
+    if (!p) return;
+    const std::size_t size = ::malloc_usable_size(p);
+    if (size < kKeepBlocksFrom || (t_spare.block && ::malloc_usable_size(t_spare.block) >= size)) {
+        std::free(p);
+        return;
+    }
+    std::free(t_spare.block);
+    t_spare.block = p;
+}
+
+Result<MemoryFile> build_memory_file(const std::string& what, std::size_t size_hint,
+                                     const std::function<Status(fitsfile*)>& body)
 {
     // CFITSIO takes the size of the buffer it is given as the size of a FITS file already in
     // it, reads that memory and appends new HDUs after any header it finds there. A buffer
     // from malloc may hold the previous in-memory file's bytes (the allocator hands back the
     // block just freed), which made every FIBERMAP after the first carry the previous one as
-    // its second HDU. So the file starts empty, and CFITSIO allocates as it writes.
+    // its second HDU. So the file starts empty, and CFITSIO allocates as it writes: its
+    // `deltasize` is the least it grows by, so a hint of the final size makes that one
+    // allocation instead of a realloc (an mremap, for large blocks) every 46 KB.
+    const std::size_t block = 2880;
+    const std::size_t delta = std::max<std::size_t>((size_hint + block - 1) / block * block, block * 16);
     void* buffer = nullptr;
     size_t size = 0;
     fitsfile* mem = nullptr;
     int status = 0;
+    int nhdus = 0;
+    int type = 0;
     long long headstart = 0;
     long long datastart = 0;
     long long dataend = 0;
     // Both `buffer` and `size` are updated by cfitsio through their addresses as it grows.
-    fits_create_memfile(&mem, &buffer, &size, 2880 * 16, std::realloc, &status);
-    if (status == 0) status = body(mem);
-    fits_flush_file(mem, &status);
-    fits_get_hduaddrll(mem, &headstart, &datastart, &dataend, &status);
+    fits_create_memfile(&mem, &buffer, &size, delta, grow_buffer, &status);
+    Status result = status ? io_error(what, "cannot write a FITS file in memory", status) : Status::ok();
+    if (result.is_ok()) result = body(mem);
+    if (result.is_ok()) {
+        fits_get_num_hdus(mem, &nhdus, &status);
+        fits_movabs_hdu(mem, nhdus, &type, &status);
+        fits_get_hduaddrll(mem, &headstart, &datastart, &dataend, &status);
+    }
     int close_status = 0;
     if (mem) fits_close_file(mem, &close_status);
     if (status == 0) status = close_status;
     if (status == 0 && size_t(dataend) > size) status = MEMORY_ALLOCATION;
-    std::vector<std::uint8_t> bytes;
-    if (status == 0) {
-        const auto* begin = static_cast<const std::uint8_t*>(buffer);
-        bytes.assign(begin, begin + dataend);
-    }
-    std::free(buffer);
-    if (status) return io_error(what, "cannot write a FITS file in memory", status);
-    return bytes;
+    MemoryFile file;
+    file.data.reset(static_cast<std::uint8_t*>(buffer));
+    file.size = size_t(dataend);
+    if (result.is_ok() && status) result = io_error(what, "cannot write a FITS file in memory", status);
+    if (!result.is_ok()) return result;
+    return file;
+}
+
+Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
+                                                     const std::function<int(fitsfile*)>& body)
+{
+    EX2D_ASSIGN_OR_RETURN(MemoryFile file, build_memory_file(what, 0, [&](fitsfile* mem) {
+        const int status = body(mem);
+        return status ? io_error(what, "cannot write a FITS file in memory", status) : Status::ok();
+    }));
+    return std::vector<std::uint8_t>(file.data.get(), file.data.get() + file.size);
 }
 
 Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob)
@@ -390,27 +456,51 @@ std::string temporary_name(const std::string& path)
     }
 }
 
-Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body)
+namespace {
+
+bool is_gzip_name(const std::string& path)
 {
-    std::string tmp = temporary_name(path);
-    register_temporary(tmp);
+    return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+/// The FITS file built in memory, gzip-compressed for a ".gz" name, written to `tmp`.
+Status write_from_memory(const std::string& path, const std::string& tmp, std::size_t size_hint,
+                         const std::function<Status(fitsfile*)>& body)
+{
+    EX2D_ASSIGN_OR_RETURN(MemoryFile file, build_memory_file(path, size_hint, body));
+    if (!is_gzip_name(path)) return write_new_file(path, tmp, file.data.get(), file.size);
+    EX2D_ASSIGN_OR_RETURN(ByteBuffer gz, gzip_encode(path, file.data.get(), file.size));
+    file.data.reset();
+    return write_new_file(path, tmp, gz.data.get(), gz.size);
+}
+
+/// The file written by CFITSIO itself, to disk or (for a ".gz" name) through its zlib path.
+Status write_through_cfitsio(const std::string& path, const std::string& tmp,
+                             const std::function<Status(fitsfile*)>& body)
+{
     fitsfile* raw = nullptr;
     int status = 0;
     // Only the full file-name parser knows that a ".gz" name asks for gzip output; plain
     // names skip it so that characters such as '[' or '!' in a path mean nothing special.
-    const bool gzip = tmp.size() > 3 && tmp.compare(tmp.size() - 3, 3, ".gz") == 0;
-    if (gzip ? fits_create_file(&raw, tmp.c_str(), &status)
-             : fits_create_diskfile(&raw, tmp.c_str(), &status)) {
+    if (is_gzip_name(tmp) ? fits_create_file(&raw, tmp.c_str(), &status)
+                          : fits_create_diskfile(&raw, tmp.c_str(), &status)) {
         if (raw) FitsCloser{}(raw);
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        unregister_temporary(tmp);
         return io_error(path, "cannot create the file", status);
     }
     FitsPtr file(raw);
     Status result = body(file.get());
     if (result.is_ok()) result = close(path, file);
-    file.reset();
+    return result;
+}
+
+/// Writes under a registered temporary name with `write`, then renames; removes the temporary
+/// on any failure.
+Status write_then_rename(const std::string& path,
+                         const std::function<Status(const std::string& tmp)>& write)
+{
+    const std::string tmp = temporary_name(path);
+    register_temporary(tmp);
+    Status result = write(tmp);
     std::error_code ec;
     if (result.is_ok()) {
         std::filesystem::rename(tmp, path, ec);
@@ -419,6 +509,27 @@ Status write_atomically(const std::string& path, const std::function<Status(fits
     if (!result.is_ok()) std::filesystem::remove(tmp, ec);
     unregister_temporary(tmp);
     return result;
+}
+
+}  // namespace
+
+Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body)
+{
+    return write_then_rename(path, [&](const std::string& tmp) {
+        return write_through_cfitsio(path, tmp, body);
+    });
+}
+
+Status write_atomically_from_memory(const std::string& path,
+                                    const std::function<Status(fitsfile*)>& body,
+                                    std::size_t size_hint)
+{
+    return write_then_rename(path, [&](const std::string& tmp) {
+        // Without an encoder of its own, a ".gz" file is left to CFITSIO's zlib path.
+        return is_gzip_name(path) && !have_gzip_encoder()
+                   ? write_through_cfitsio(path, tmp, body)
+                   : write_from_memory(path, tmp, size_hint, body);
+    });
 }
 
 }  // namespace ex2d::fits

@@ -277,6 +277,18 @@ LargeArray<float> to_float(const Array& values)
     return LargeArray<float>(values.begin(), values.end());
 }
 
+/// About the size of the frame file, so that it is built in memory without growing: the
+/// 4-byte images, RESOLUTION, WAVELENGTH, the FIBERMAP, SCORES and a few header blocks.
+std::size_t expected_file_bytes(const StoredFrame& frame, const FrameProvenance& prov)
+{
+    const std::size_t n = std::size_t(frame.nspec) * std::size_t(frame.nwave);
+    constexpr std::size_t kScoreColumns = 64;
+    constexpr std::size_t kHeaderBytes = 2880 * 64;
+    return n * 4 * (4 + std::size_t(frame.ndiag)) + std::size_t(frame.nwave) * 8 +
+           prov.fibermap.fits_bytes.size() + std::size_t(frame.nspec) * 8 * kScoreColumns +
+           kHeaderBytes;
+}
+
 }  // namespace
 
 std::string shorten_desi_path(const std::string& path)
@@ -338,9 +350,9 @@ Status write_frame(const std::string& path, const StoredFrame& frame,
     if (provenance.write_scores) EX2D_RETURN_NOT_OK(check_scores(path, frame));
     EX2D_ASSIGN_OR_RETURN(std::vector<long long> fibers, frame_fibers(path, frame, provenance));
     const FitsHeader header = frame_header(frame, provenance, fibers);
-    return fits::write_atomically(path, [&](fitsfile* f) {
+    return fits::write_atomically_from_memory(path, [&](fitsfile* f) {
         return write_frame_hdus(f, path, frame, provenance, header, fibers);
-    });
+    }, expected_file_bytes(frame, provenance));
 }
 
 Status write_model_image(const std::string& path, const ExtractedFrame& frame,

@@ -149,8 +149,10 @@ std::vector<ConfigKey> make_keys()
 
         bool_key("writer.fsync", "true",
                  "fsync files and directories before acknowledging"),
-        int_key("writer.credit", "1", "results a writer grants ahead of the one it writes",
+        int_key("writer.credit", "1", "results a writer grants ahead of the ones it writes",
                 1, 1000),
+        int_key("writer.write_threads", "1",
+                "threads that decode and write results, each holding one beyond the credit", 1, 64),
         number_key("writer.sweep_interval_s", "10",
                    "how often temporary files of writers that are gone are removed", 0.1,
                    86400),
