@@ -22,6 +22,8 @@
 #include "compressors.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/logging.hpp"
+#include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/wire.hpp"
 #include "writer.hpp"
 
 namespace {
@@ -144,6 +146,34 @@ Status stage_write_frame(Context& ctx, std::vector<Row>& rows)
     return Status::ok();
 }
 
+/// The RESULT message: the worker's encoding (its payload checksum included) and the writer's
+/// decoding of the parts as ZeroMQ hands them over (copied here into fresh messages, as a
+/// receive allocates them).
+Status stage_result(Context& ctx, std::vector<Row>& rows)
+{
+    std::vector<zmq::message_t> parts;
+    long long bytes = 0;
+    EX2D_ASSIGN_OR_RETURN(auto encode, time_steps(ctx.repeat, [&]() -> Status {
+        parts = wire::encode(service::encode_result(ctx.outputs));
+        bytes = 0;
+        for (const auto& p : parts) bytes += (long long)p.size();
+        return Status::ok();
+    }));
+    rows.push_back({"result", "encode (worker)", std::move(encode), bytes, "FrameOutputs copied in"});
+    EX2D_ASSIGN_OR_RETURN(auto decode, time_steps(ctx.repeat, [&]() -> Status {
+        std::vector<zmq::message_t> received;
+        for (const auto& p : parts) received.emplace_back(p.data(), p.size());
+        wire::DecodeError error;
+        auto message = wire::decode(std::move(received), error);
+        if (!message) return Status::format("RESULT: " + error.detail);
+        EX2D_ASSIGN_OR_RETURN(service::FrameOutputs out, service::decode_result(*message));
+        return out.frame.nspec == ctx.outputs.frame.nspec ? Status::ok()
+                                                           : Status::format("RESULT: nspec differs");
+    }));
+    rows.push_back({"result", "decode (writer)", std::move(decode), bytes, "receive copy included"});
+    return Status::ok();
+}
+
 /// The frame's uncompressed file in memory: the input of the gzip candidates and the
 /// reference of every size ratio.
 Status load_fits_bytes(Context& ctx)
@@ -179,6 +209,7 @@ std::vector<Stage> all_stages()
         {"write_output", "the writer service's write (identity check, temporary, rename, checksum)",
          stage_write_output},
         {"write_frame", "the engine's frame writer alone", stage_write_frame},
+        {"result", "the RESULT message: the worker's encoding, the writer's decoding", stage_result},
         {"gzip", "gzip candidates on the frame's FITS bytes (single member, checked with zlib)",
          stage_gzip},
     };
