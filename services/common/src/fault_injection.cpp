@@ -9,6 +9,8 @@
 
 namespace ex2d::service {
 
+#ifdef EX2D_TEST_HOOKS
+
 void test_delay(const char* stage)
 {
     const std::string name = std::string("EX2D_TEST_DELAY_") + stage + "_MS";
@@ -25,5 +27,14 @@ bool test_poisoned(const std::string& job_id)
     const char* poison = std::getenv("EX2D_TEST_POISON_JOB");
     return poison && *poison && job_id == poison;
 }
+
+#else
+
+// Release builds (images, EX2D_TEST_HOOKS=OFF): a stray variable in a deployment can neither
+// slow a frame down nor kill a worker.
+void test_delay(const char*) {}
+bool test_poisoned(const std::string&) { return false; }
+
+#endif
 
 }  // namespace ex2d::service

@@ -10,6 +10,8 @@
 ///     file complete: the window a stalled writer must not be able to abuse);
 ///   EX2D_TEST_POISON_JOB: a worker that receives this job id kills itself with SIGKILL, as a
 ///     frame that crashes its worker would.
+/// Only builds with EX2D_TEST_HOOKS (tests, benchmarks) read them; release builds and the
+/// container images ignore them.
 
 #include <string>
 
