@@ -81,6 +81,19 @@ int RedisTemporaryLedger::sweep()
     return removed;
 }
 
+int RedisTemporaryLedger::remove_own()
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    int removed = 0;
+    for (const std::string& path : mine_) {
+        std::error_code ec;
+        if (is_temporary_name(path) && std::filesystem::remove(path, ec)) ++removed;
+        (void)redis_.command({"HDEL", key_, path});
+    }
+    mine_.clear();
+    return removed;
+}
+
 bool is_temporary_name(const std::string& path)
 {
     const std::string name = std::filesystem::path(path).filename().string();

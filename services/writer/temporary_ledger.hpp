@@ -40,6 +40,11 @@ public:
     /// not one of its own in flight (left by its previous life). Returns the files removed.
     int sweep();
 
+    /// Removes the files this process has recorded and not yet forgotten, and their entries:
+    /// for a writer that exits in the middle of a write, whose write thread will never get to
+    /// remove its temporary file. Returns the files removed.
+    int remove_own();
+
 private:
     bool owner_alive(const std::string& owner, const std::string& host, const std::string& pid);
 

@@ -336,11 +336,16 @@ void Writer::drain(Clock::time_point deadline)
     for (const Job& job : unfinished) service::hand_back(*plane_, *keeper_, job, ctx_.config());
     if (still_writing) {
         // A write thread cannot be interrupted inside CFITSIO or the compressor: its job is
-        // handed back above, its temporary file removed here, and the process ends now. The
+        // handed back above, its temporary files removed here, and the process ends now. The
         // keeper stays (the thread may still call it); the registration expires by itself.
+        // remove_temporary_files() takes the file being compressed and keeps any new one from
+        // starting; the ledger holds this writer's own temporary, complete and waiting for
+        // its fsync or rename, which would otherwise stay until another writer's sweep.
         logger()->warn("drain deadline reached during a write; exiting without it");
-        logger()->flush();
         remove_temporary_files();
+        const int removed = temporaries_->remove_own();
+        logger()->info("removed {} temporary file(s) of the unfinished write", removed);
+        logger()->flush();
         std::_Exit(0);
     }
     for (std::thread& t : write_threads_) t.join();

@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ex2d/fits_table.hpp"
 #include "ex2d/frame_io.hpp"
+#include "ex2d/preproc.hpp"
 
 extern char** environ;
 
@@ -399,6 +401,32 @@ Outcome Fleet::check_frames(const std::vector<std::pair<int, std::string>>& fram
         }
     }
     return o;
+}
+
+std::string identity_mismatch(const std::string& input, const std::string& output,
+                              const std::string& camera, int expid, int nspec,
+                              const std::string& night)
+{
+    auto in_map = read_fibermap(input);
+    if (!in_map.is_ok()) return input + ": " + in_map.status().to_string();
+    auto out_map = read_fibermap(output);
+    if (!out_map.is_ok()) return output + ": " + out_map.status().to_string();
+    auto in_fibers = read_int_column(in_map.value(), "FIBER");
+    auto out_fibers = read_int_column(out_map.value(), "FIBER");
+    if (!in_fibers.is_ok() || !out_fibers.is_ok()) return "no FIBER column";
+    std::vector<long long> expected = in_fibers.value();
+    expected.resize(std::size_t(nspec));
+    std::string why;
+    if (out_fibers.value() != expected) why += "FIBER differs; ";
+    auto header = read_frame_header(output);
+    if (!header.is_ok()) return why + output + ": " + header.status().to_string();
+    const std::string out_camera = header.value().get_string("CAMERA").value_or("");
+    const long long out_expid = header.value().get_int("EXPID").value_or(-1);
+    const long long out_night = header.value().get_int("NIGHT").value_or(-1);
+    if (out_camera != camera) why += "CAMERA " + out_camera + " != " + camera + "; ";
+    if (out_expid != expid) why += "EXPID " + std::to_string(out_expid) + " != " + std::to_string(expid) + "; ";
+    if (std::to_string(out_night) != night) why += "NIGHT " + std::to_string(out_night) + " != " + night + "; ";
+    return why;
 }
 
 std::string http_get(const std::string& address, const std::string& path)

@@ -139,6 +139,13 @@ private:
 /// Waits until `predicate` holds, polling every 50 ms; false after `timeout_s`.
 bool eventually(double timeout_s, const std::function<bool()>& predicate);
 
+/// Compares the identity of an output frame with that of its preproc input: the FIBER column
+/// of their FIBERMAPs (the input's first `nspec` rows), and the output header's CAMERA, EXPID
+/// and NIGHT. Empty when they agree, otherwise what differs.
+std::string identity_mismatch(const std::string& input, const std::string& output,
+                              const std::string& camera, int expid, int nspec = 25,
+                              const std::string& night = "20261122");
+
 /// GET `path` from a service's "host:port" (its registered http address) over HTTP/1.0; the
 /// whole response, or empty when the address is not registered yet or refuses.
 std::string http_get(const std::string& address, const std::string& path);
