@@ -172,7 +172,7 @@ void run_extract(ExtractArgs& args)
     auto backend = make_backend_or_exit(args.backend);
 
     // desispec extracts on the observed grid divided by the barycentric factor and labels the
-    // result with the grid asked for (datamodel 4.4), writing HELIOCOR.
+    // result with the grid asked for, writing HELIOCOR.
     ExtractionOptions labelled = args.opt;
     FitsHeader image_header = meta.header;
     if (args.barycentric) {

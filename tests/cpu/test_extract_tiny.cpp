@@ -104,7 +104,7 @@ TEST(ExtractTiny, ResolutionRowsSumToOne)
     for (int i = 20; i < nw - 20; i += 17) {
         double row = 0;
         for (int j = 0; j < nw; ++j) row += r[size_t(i) * nw + j];
-        // the stored +-5 diagonals hold all but ~1e-4 of each row (datamodel 3.4)
+        // the stored +-5 diagonals hold all but ~1e-4 of each row
         EXPECT_NEAR(row, 1.0, 2e-3) << "row " << i;
     }
 }

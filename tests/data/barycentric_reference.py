@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Reference barycentric radial-velocity corrections for tests/unit/test_barycentric.cpp.
 
-Computes what desispec.heliocentric does (shared datamodel section 4.4): astropy
+Computes what desispec.heliocentric does: astropy
 SkyCoord(ra, dec, frame='icrs').radial_velocity_correction(kind='barycentric', obstime,
 location=KPNO) with KPNO = EarthLocation.from_geodetic(lon=-111.59989 deg, lat=31.96403 deg,
 height=2097 m) (the coordinates desispec uses, not astropy's 'kpno' site entry) and obstime =

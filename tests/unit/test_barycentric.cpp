@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Barycentric correction (shared datamodel 4.4): ERFA implementation against astropy, and
+// Barycentric correction: ERFA implementation against astropy, and
 // desispec's choice of header keywords, mid-exposure time and HELIOCOR.
 #include <algorithm>
 #include <cmath>

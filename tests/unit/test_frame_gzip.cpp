@@ -192,8 +192,8 @@ TEST(FrameGzip, AstropyReadsItAndAgreesWithItsChecksums)
 
 TEST(FrameGzip, ASmallerFrameAfterALargerOneHoldsNothingOfIt)
 {
-    // The memory of the first file is reused for the second (docs/field-lessons: CFITSIO
-    // memory files and recycled memory): nothing of the first may show in the second.
+    // The memory of the first file is reused for the second (CFITSIO reads a memory
+    // file's initial buffer as a file already there): nothing of the first may show in the second.
     ex2d::test::TempDir dir;
     const ex2d::ExtractedFrame large = noisy_frame(100);  // 2.4 MB: its memory is kept
     const ex2d::ExtractedFrame small = noisy_frame(2);

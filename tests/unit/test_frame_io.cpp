@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// write_frame / write_model_image / read_frame: the exact desispec frame layout (datamodel
-// section 3), checksums, FIBERMAP row selection, SCORES values and atomic writes.
+// write_frame / write_model_image / read_frame: the exact desispec frame layout,
+// checksums, FIBERMAP row selection, SCORES values and atomic writes.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>

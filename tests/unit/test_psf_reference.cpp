@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// read_psf on the two real DESI PSFs against the reference values of the shared datamodel
-// (section 6, computed with gpu_specter and specter). The printed values are rounded to 1e-6.
+// read_psf on the two real DESI PSFs against reference values computed with gpu_specter and
+// specter. The printed values are rounded to 1e-6.
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -3,7 +3,7 @@
 
 /// @file barycentric.hpp
 /// The barycentric wavelength correction of `desi_extract_spectra --barycentric-correction`
-/// (shared datamodel 4.4; desispec heliocentric.py): one factor f = 1 + v/c per exposure,
+/// (desispec's heliocentric correction): one factor f = 1 + v/c per exposure,
 /// where v is astropy's `SkyCoord.radial_velocity_correction(kind='barycentric')` for the
 /// exposure's pointing, at mid-exposure, seen from Kitt Peak. desispec extracts on the grid
 /// (wmin, wmax, dw) / f, labels the frame with the uncorrected grid and writes HELIOCOR = f.
@@ -24,7 +24,7 @@ struct GeodeticSite {
     double height_m = 0;
 };
 
-/// The Mayall telescope as desispec.heliocentric defines it (datamodel 4.4): lat 31.96403,
+/// The Mayall telescope as desispec.heliocentric defines it: lat 31.96403,
 /// lon -111.59989, height 2097 m. (astropy's own 'kpno' site entry is not used by desispec
 /// and needs the online site registry.)
 inline constexpr GeodeticSite kpno_site{-111.59989, 31.96403, 2097.0};

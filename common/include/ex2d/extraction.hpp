@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file extraction.hpp
-/// The frame-level driver: plans the patches (shared datamodel 4.3, algorithm.md section 2),
+/// The frame-level driver: plans the patches (desispec's patch geometry; docs/algorithm-notes.md),
 /// runs a backend, stitches the core blocks into a frame and applies the mask rules.
 
 #include <vector>

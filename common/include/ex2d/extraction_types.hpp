@@ -14,7 +14,7 @@
 
 namespace ex2d {
 
-/// Extraction settings; defaults are desi_extract_spectra's (shared datamodel 4.1).
+/// Extraction settings; defaults are desi_extract_spectra's.
 struct ExtractionOptions {
     double wmin = 0;  ///< wavelength grid start (A); 0 = take the PSF HDU's WAVEMIN
     double wmax = 0;  ///< grid end (A); 0 = PSF WAVEMAX
@@ -136,7 +136,7 @@ struct ExtractedFrame {
     StageTimes stage_times;
 };
 
-/// specmask bits set by extraction (shared datamodel 3.5).
+/// specmask bits set by extraction.
 namespace specmask {
 constexpr std::uint32_t somebadpix = 1;
 constexpr std::uint32_t allbadpix = 2;

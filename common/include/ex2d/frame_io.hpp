@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file frame_io.hpp
-/// Writing frame files that desispec.io.read_frame accepts (shared datamodel section 3):
+/// Writing frame files that desispec.io.read_frame accepts:
 /// FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, SCORES with checksums,
 /// written under a temporary name and renamed, so no partial file is ever left behind.
 
@@ -33,7 +33,7 @@ struct FrameProvenance {
 /// with SPECPROD; other paths are unchanged. Plain prefix replacement, as desispec does.
 std::string shorten_desi_path(const std::string& path);
 
-/// desispec's RAW scores of a frame (datamodel 3.7): columns of nspec values each.
+/// desispec's RAW scores of a frame: columns of nspec values each.
 struct FrameScores {
     char band = 'r';     ///< 'b', 'r' or 'z', from mean(wave)
     double lo = 0;       ///< top-hat [lo, hi) in Angstrom

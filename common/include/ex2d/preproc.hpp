@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file preproc.hpp
-/// A DESI preproc frame in memory (shared datamodel section 1) and its file I/O.
+/// A DESI preproc frame in memory and its file I/O.
 
 #include <cstdint>
 #include <functional>

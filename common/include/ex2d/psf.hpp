@@ -3,7 +3,8 @@
 
 /// @file psf.hpp
 /// DESI Gauss-Hermite PSF (PSFVER 3) held in memory, and its evaluation: trace positions,
-/// PSF parameters and pixel-integrated spots (docs/psf.md; shared datamodel sections 2.3-2.4).
+/// PSF parameters and pixel-integrated spots (DESI's PSFVER 3 Gauss-Hermite PSF; the formulas
+/// are in docs/algorithm-notes.md).
 
 #include <map>
 #include <string>
@@ -82,7 +83,7 @@ struct SpotGrid {
     int corner_y(int f, int w) const { return yc[size_t(f) * nwave + w]; }
 };
 
-/// Stamp corner floor(center - hsize + 0.5) (datamodel 2.4 step 8).
+/// Stamp corner floor(center - hsize + 0.5), as specter places stamps.
 int stamp_corner(double center, int hsize);
 
 /// Evaluates the spots of fibres [fiber_begin, fiber_begin + nfiber) at `waves`.

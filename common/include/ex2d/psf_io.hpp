@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file psf_io.hpp
-/// Reading and writing PSFVER 3 Gauss-Hermite PSF files (shared datamodel section 2).
+/// Reading and writing PSFVER 3 Gauss-Hermite PSF files.
 
 #include <cstdint>
 #include <string>

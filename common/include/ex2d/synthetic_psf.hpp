@@ -2,8 +2,8 @@
 #pragma once
 
 /// @file synthetic_psf.hpp
-/// Synthetic Gauss-Hermite PSFs for DESI's b, r and z cameras (grids and CCD sizes of the
-/// shared datamodel section 5), resembling the real r0 PSF, so that every tool and test runs
+/// Synthetic Gauss-Hermite PSFs for DESI's b, r and z cameras (DESI's grids and CCD
+/// sizes), resembling the real r0 PSF, so that every tool and test runs
 /// on a machine without DESI files.
 
 #include <string>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Wavelength grids and patch planning, reproducing desispec/gpu_specter's geometry exactly
-// (shared datamodel 4.3): changing it moves fluxes by up to ~0.4 sigma.
+// Wavelength grids and patch planning, reproducing desispec/gpu_specter's geometry exactly:
+// changing it moves fluxes by up to ~0.4 sigma.
 #include <algorithm>
 #include <climits>
 #include <cmath>

@@ -53,7 +53,7 @@ void gaussian_and_erf(const double* t, int n, double* phi, double* erf_half)
 }
 
 // Pixel integrals of the Gauss-Hermite basis over the n pixels of a stamp axis
-// (datamodel 2.4 steps 2-5): out[k * n + m] for basis order k = 0..degree, pixel m.
+// (specter's evaluation, steps 2-5): out[k * n + m] for basis order k = 0..degree, pixel m.
 void pixel_integrals(double center, double sigma, int n, int degree, double* out)
 {
     const double offset = center - std::floor(center + 0.5);
@@ -113,7 +113,7 @@ FiberParams fiber_params(const GaussHermitePsf& psf, int fiber, const std::vecto
     return p;
 }
 
-// One stamp (datamodel 2.4 steps 6-7): core = Py^T . GH . Px, clipped at 0, normalised.
+// One stamp (specter's evaluation, steps 6-7): core = Py^T . GH . Px, clipped at 0, normalised.
 void compute_stamp(const GaussHermitePsf& psf, double x, double y, double sigx, double sigy,
                    const double* gh, double* stamp)
 {

@@ -323,7 +323,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
     return {};
 }
 
-// chi2pix (datamodel 3.6): model = A xflux over the window with every solved spot, pixel
+// chi2pix (desispec's CHI2PIX): model = A xflux over the window with every solved spot, pixel
 // variance 1/ivar + (psferr * model)^2, chi2 averaged over each kept bin's spot weights.
 void compute_chi2pix(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
                      const Layout& lay, const std::vector<SpotRect>& rects, double psferr,

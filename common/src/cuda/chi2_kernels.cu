@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// chi2pix on the device (datamodel 3.6): the model A . xflux over each patch's window with
+// chi2pix on the device (desispec's CHI2PIX): the model A . xflux over each patch's window with
 // every solved spot, the pixel chi2 with variance 1/ivar + (psferr * model)^2, and its
 // spot-weighted mean per kept bin. Gathers rather than scatters, so every pixel sums its
 // spots in the CPU's order and repeated runs are bit-identical.

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-// Owned device and pinned host arrays. Buffers only grow, and only when a frame needs more
-// than any frame before it, so a worker's device memory is fixed after its first frame of a
-// given shape (no growth over a night). Every byte held is counted in a MemoryLedger for
+// Owned device and pinned host arrays. A buffer is reallocated only when a frame needs more
+// than it holds; the chunk solver frees and re-sizes its buffers when a new plan changes their
+// shapes, and model buffers live for one call, so a worker's device memory is fixed after its
+// first frame of a given shape (no growth over a night). Every byte held is counted in a MemoryLedger for
 // the reports that operators use to place several workers on one GPU.
 
 #include <cstddef>

@@ -103,7 +103,7 @@ struct ChunkBuffers {
     double* window_weight = nullptr;
 };
 
-/// Spots of every (fibre, wavelength) of `box` (B&S eq. 1 ingredients; datamodel 2.4).
+/// Spots of every (fibre, wavelength) of `box` (B&S eq. 1 ingredients).
 void launch_spots(const DevicePsf& psf, const double* box_waves, const SpotBox& box,
                   cudaStream_t stream);
 /// y = A^T W p, fluxweight = A^T w and pixmask_fraction per unknown (B&S eq. 4).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Spots on the device: one block per (fibre, wavelength). The arithmetic follows the CPU's
-// evaluate_spots step by step (datamodel 2.4): Legendre series of every PSF row (the host's
+// evaluate_spots step by step: Legendre series of every PSF row (the host's
 // own code, legendre_series.hpp), pixel integrals of the Gauss-Hermite basis along each axis,
 // their outer product weighted by the GH coefficients, clipped at 0 and normalised.
 

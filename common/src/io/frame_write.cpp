@@ -111,7 +111,7 @@ void set_dependency(FitsHeader& h, const std::string& name, const std::string& v
     h.set_string(version_key, version);
 }
 
-/// The FLUX header: the preproc IMAGE header plus the extraction keys (datamodel 3.2).
+/// The FLUX header: the preproc IMAGE header plus the extraction keys, as desispec writes it.
 template <class Frame>
 FitsHeader frame_header(const Frame& frame, const FrameProvenance& prov,
                         const std::vector<long long>& fibers)

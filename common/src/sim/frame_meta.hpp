@@ -3,7 +3,7 @@
 
 /// @file frame_meta.hpp
 /// Metadata of a simulated preproc frame (internal to ex2d::core): the IMAGE header and the
-/// 500-row FIBERMAP table (shared datamodel 1.2 and 1.4).
+/// 500-row FIBERMAP table, in DESI's preproc and fibermap layout.
 
 #include <vector>
 

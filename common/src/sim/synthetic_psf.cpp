@@ -20,7 +20,7 @@ constexpr int kTraceNcoef = 7;  // XTRACE/YTRACE: Legendre degree 6, as in spece
 constexpr int kParamLegdeg = 3;
 constexpr int kParamNcoef = kParamLegdeg + 1;
 
-// Fibre layout on the CCD, after the real r0 PSF (datamodel 6): fibre 0 near column 121,
+// Fibre layout on the CCD, after the real r0 PSF: fibre 0 near column 121,
 // fibre 499 near 3946, 7.3 px between fibres of a bundle and a wider gap between bundles.
 constexpr double kFirstFiberX = 122.0;
 constexpr double kFiberPitch = 7.3;
@@ -279,7 +279,7 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
         return kYStart + y_span * along + fiber_offset;
     });
 
-    // PSF-table rows in file order (datamodel 2.1). The b camera is slightly sharper in x.
+    // PSF-table rows in file order (the order of a DESI PSF file's table). The b camera is slightly sharper in x.
     const double sigx_base = arm == Arm::b ? 1.00 : 1.02;
     psf.params["GHSIGX"] =
         make_table(wmin, wmax, kParamNcoef, [sigx_base](const FiberCoords& c, double t) {
