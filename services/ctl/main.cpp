@@ -9,21 +9,45 @@
 #include "ex2d/service/config.hpp"
 #include "ex2d/service/curve.hpp"
 
-int main(int argc, char** argv)
-{
-    using namespace ex2d;
-    CLI::App app{"ex2dctl: operate the ex2d extraction fleet through its Redis control plane"};
-    app.require_subcommand(1);
+namespace {
+
+using namespace ex2d;
+
+/// Options before the subcommand: where the fleet's Redis is and how to print.
+struct GlobalArgs {
     std::string config_file, redis_host, ns;
     int redis_port = 0;
     bool json = false;
-    app.add_option("--config", config_file, "Fleet configuration (YAML); default $EX2D_CONFIG");
-    app.add_option("--redis-host", redis_host, "Redis host (default: redis.host)");
-    app.add_option("--redis-port", redis_port, "Redis port (default: redis.port)");
-    app.add_option("--namespace", ns, "Key namespace (default: redis.namespace)");
-    app.add_flag("--json", json, "Machine-readable output");
+};
 
-    ctl::SubmitArgs sub;
+/// The options of the subcommands other than submit, and which subcommand was given.
+struct CommandArgs {
+    std::string night, exposure, campaign, name, action;
+    double timeout_s = 0;
+    std::string secret_file, public_file;
+    bool overwrite = false;
+    CLI::App* submit = nullptr;
+    CLI::Option* psferr = nullptr;
+    CLI::App* status = nullptr;
+    CLI::App* requeue = nullptr;
+    CLI::App* workers = nullptr;
+    CLI::App* drain = nullptr;
+    CLI::App* campaign_cmd = nullptr;
+    CLI::App* keygen = nullptr;
+    CLI::App* wait = nullptr;
+};
+
+void add_global_options(CLI::App& app, GlobalArgs& g)
+{
+    app.add_option("--config", g.config_file, "Fleet configuration (YAML); default $EX2D_CONFIG");
+    app.add_option("--redis-host", g.redis_host, "Redis host (default: redis.host)");
+    app.add_option("--redis-port", g.redis_port, "Redis port (default: redis.port)");
+    app.add_option("--namespace", g.ns, "Key namespace (default: redis.namespace)");
+    app.add_flag("--json", g.json, "Machine-readable output");
+}
+
+void add_submit_command(CLI::App& app, ctl::SubmitArgs& sub, CommandArgs& a)
+{
     auto* submit = app.add_subcommand("submit", "Queue frames: files, an exposure, a night, a list or a tree");
     submit->add_option("--preproc", sub.preproc, "Preproc files (.../NIGHT/EXPID/preproc-CAM-EXPID.fits)");
     submit->add_option("--exposure-dir", sub.exposure_dir, "Folder of one exposure's preproc files");
@@ -38,43 +62,130 @@ int main(int argc, char** argv)
     submit->add_option("--campaign", sub.campaign, "Campaign name (campaign lane)");
     submit->add_option("-w,--wavelength", sub.wavelength,
                        "wmin,wmax,dw, or auto for desi_proc's grid of each camera's arm")->capture_default_str();
-    auto* psferr = submit->add_option("--psferr", sub.psferr, "PSF error (default: desi_proc's per arm)");
+    a.psferr = submit->add_option("--psferr", sub.psferr, "PSF error (default: desi_proc's per arm)");
     submit->add_option("-s,--specmin", sub.specmin, "First spectrum")->capture_default_str();
     submit->add_option("-n,--nspec", sub.nspec, "Number of spectra")->capture_default_str();
     submit->add_option("--compression", sub.compression, "gz, none, or env ($DESI_COMPRESSION)")
         ->capture_default_str();
     submit->add_flag("--force", sub.force, "Queue frames already done again");
+    a.submit = submit;
+}
 
-    std::string night, exposure, campaign, name, action;
-    double timeout_s = 0;
+void add_fleet_commands(CLI::App& app, CommandArgs& a)
+{
     const CLI::Validator expid_check(ctl::exposure_id_error, "EXPID", "exposure id");
-    auto* status = app.add_subcommand("status", "The fleet, a night or an exposure");
-    status->add_option("--night", night, "Night YYYYMMDD");
-    status->add_option("--exposure", exposure, "Exposure id")->check(expid_check);
-    status->add_option("--campaign", campaign, "Campaign of the exposure (default nightly)");
-    auto* requeue = app.add_subcommand("requeue", "Queue failed and dead frames again");
-    requeue->add_option("--exposure", exposure, "Exposure id")->check(expid_check);
-    requeue->add_option("--night", night, "Night YYYYMMDD");
-    requeue->add_option("--campaign", campaign, "Campaign (default nightly)");
-    auto* workers = app.add_subcommand("workers", "Live processes: role, host, device, current frame");
-    auto* drain = app.add_subcommand("drain", "Ask one process to finish its frame and exit");
-    drain->add_option("name", name, "Process name (ex2dctl workers)")->required();
-    auto* camp = app.add_subcommand("campaign", "Pause, resume or cancel a campaign");
-    camp->add_option("action", action, "pause, resume or cancel")->required()
+    a.status = app.add_subcommand("status", "The fleet, a night or an exposure");
+    a.status->add_option("--night", a.night, "Night YYYYMMDD");
+    a.status->add_option("--exposure", a.exposure, "Exposure id")->check(expid_check);
+    a.status->add_option("--campaign", a.campaign, "Campaign of the exposure (default nightly)");
+    a.requeue = app.add_subcommand("requeue", "Queue failed and dead frames again");
+    a.requeue->add_option("--exposure", a.exposure, "Exposure id")->check(expid_check);
+    a.requeue->add_option("--night", a.night, "Night YYYYMMDD");
+    a.requeue->add_option("--campaign", a.campaign, "Campaign (default nightly)");
+    a.workers = app.add_subcommand("workers", "Live processes: role, host, device, current frame");
+    a.drain = app.add_subcommand("drain", "Ask one process to finish its frame and exit");
+    a.drain->add_option("name", a.name, "Process name (ex2dctl workers)")->required();
+    a.campaign_cmd = app.add_subcommand("campaign", "Pause, resume or cancel a campaign");
+    a.campaign_cmd->add_option("action", a.action, "pause, resume or cancel")->required()
         ->check(CLI::IsMember({"pause", "resume", "cancel"}));
-    camp->add_option("name", name, "Campaign name")->required();
-    std::string secret_file, public_file;
-    bool overwrite = false;
-    auto* keygen = app.add_subcommand(
+    a.campaign_cmd->add_option("name", a.name, "Campaign name")->required();
+    a.keygen = app.add_subcommand(
         "keygen", "Write a new CURVE key pair for zmq.curve_secret_key_file (no Redis needed)");
-    keygen->add_option("--secret-file", secret_file, "Secret key file to write (mode 0600)")->required();
-    keygen->add_option("--public-file", public_file, "Public key file to write (mode 0644)")->required();
-    keygen->add_flag("--force", overwrite, "Replace existing files");
-    auto* wait = app.add_subcommand("wait", "Wait until an exposure is finished");
-    wait->add_option("--exposure", exposure, "Exposure id")->required()->check(expid_check);
-    wait->add_option("--campaign", campaign, "Campaign (default nightly)");
-    wait->add_option("--timeout", timeout_s, "Seconds; 0 = no limit");
+    a.keygen->add_option("--secret-file", a.secret_file, "Secret key file to write (mode 0600)")->required();
+    a.keygen->add_option("--public-file", a.public_file, "Public key file to write (mode 0644)")->required();
+    a.keygen->add_flag("--force", a.overwrite, "Replace existing files");
+    a.wait = app.add_subcommand("wait", "Wait until an exposure is finished");
+    a.wait->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
+    a.wait->add_option("--campaign", a.campaign, "Campaign (default nightly)");
+    a.wait->add_option("--timeout", a.timeout_s, "Seconds; 0 = no limit");
+}
 
+/// keygen: the secret key goes to its file only, never to the terminal or a log.
+int run_keygen(const CommandArgs& a)
+{
+    for (const auto& path : {a.secret_file, a.public_file}) {
+        if (!a.overwrite && std::filesystem::exists(path)) {
+            std::cerr << "ex2dctl: " << path << " exists (give --force to replace it)\n";
+            return ctl::kExitUsage;
+        }
+    }
+    auto keys = service::generate_curve_keypair();
+    Status written = keys.is_ok() ? service::write_curve_key_files(keys.value(), a.secret_file, a.public_file)
+                                  : keys.status();
+    if (!written.is_ok()) {
+        std::cerr << "ex2dctl: keygen: " << written.message() << "\n";
+        return ctl::kExitUsage;
+    }
+    std::cout << keys.value().public_key << "\n";
+    return ctl::kExitOk;
+}
+
+/// The configuration with the command line's Redis settings over it; CtlExit(usage) where
+/// it cannot be loaded.
+service::Config load_config(const GlobalArgs& g)
+{
+    service::Config config;
+    const char* args[] = {"ex2dctl", "--config", g.config_file.c_str()};
+    Status loaded = config.load(g.config_file.empty() ? 1 : 3, args);
+    if (!loaded.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, loaded.message()};
+    if (!g.redis_host.empty()) (void)config.set("redis.host", g.redis_host, "command line");
+    if (g.redis_port > 0) (void)config.set("redis.port", std::to_string(g.redis_port), "command line");
+    if (!g.ns.empty()) (void)config.set("redis.namespace", g.ns, "command line");
+    return config;
+}
+
+/// A connection to the fleet's Redis. A refused password is a configuration error (2), like
+/// the services'; an unreachable Redis is 3.
+ctl::Connection connect(const service::Config& config)
+{
+    auto options = service::redis_options_from_config(config);
+    if (!options.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, options.status().message()};
+    ctl::Connection c;
+    c.redis = std::make_unique<service::RedisClient>(options.value());
+    Status connected = c.redis->connect_once();
+    if (!connected.is_ok()) {
+        throw ctl::CtlExit{connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage
+                                                                            : ctl::kExitRedis,
+                           connected.message()};
+    }
+    c.plane = std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
+    return c;
+}
+
+/// Runs the subcommand given against the fleet; throws CtlExit on failure.
+int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
+{
+    if (*a.submit) ctl::check_submit_args(sub);
+    const service::Config config = load_config(g);
+    ctl::Connection c = connect(config);
+    if (a.campaign.empty()) a.campaign = "nightly";
+    sub.json = g.json;
+    if (*a.submit) return ctl::submit(c, sub);
+    const auto heartbeat_ttl_ms = (long long)(config.get_double("service.heartbeat_ttl_s") * 1000);
+    if (*a.status) {
+        const auto lease_ms = (long long)(config.get_double("queue.lease_s") * 1000);
+        return ctl::status(c, a.night, a.exposure, a.campaign, g.json, lease_ms, heartbeat_ttl_ms);
+    }
+    if (*a.requeue) return ctl::requeue(c, a.exposure, a.campaign, a.night, g.json);
+    if (*a.workers) return ctl::workers(c, g.json, heartbeat_ttl_ms);
+    if (*a.drain) return ctl::drain(c, a.name);
+    if (*a.campaign_cmd) return ctl::campaign_action(c, a.action, a.name);
+    if (*a.wait) return ctl::wait_exposure(c, a.exposure, a.campaign, a.timeout_s);
+    return ctl::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"ex2dctl: operate the ex2d extraction fleet through its Redis control plane"};
+    app.require_subcommand(1);
+    GlobalArgs global;
+    ctl::SubmitArgs sub;
+    CommandArgs commands;
+    add_global_options(app, global);
+    add_submit_command(app, sub, commands);
+    add_fleet_commands(app, commands);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -84,63 +195,12 @@ int main(int argc, char** argv)
         std::cerr << "ex2dctl: " << e.what() << " (run with --help for more information)\n";
         return ctl::kExitUsage;
     }
-    sub.psferr_given = psferr->count() > 0;
-    if (*keygen) {
-        // The secret key goes to its file only, never to the terminal or a log.
-        for (const auto& path : {secret_file, public_file}) {
-            if (!overwrite && std::filesystem::exists(path)) {
-                std::cerr << "ex2dctl: " << path << " exists (give --force to replace it)\n";
-                return ctl::kExitUsage;
-            }
-        }
-        auto keys = service::generate_curve_keypair();
-        Status written = keys.is_ok() ? service::write_curve_key_files(keys.value(), secret_file, public_file)
-                                      : keys.status();
-        if (!written.is_ok()) {
-            std::cerr << "ex2dctl: keygen: " << written.message() << "\n";
-            return ctl::kExitUsage;
-        }
-        std::cout << keys.value().public_key << "\n";
-        return ctl::kExitOk;
-    }
+    sub.psferr_given = commands.psferr->count() > 0;
+    if (*commands.keygen) return run_keygen(commands);
     try {
-        if (*submit) ctl::check_submit_args(sub);
-        service::Config config;
-        const char* args[] = {"ex2dctl", "--config", config_file.c_str()};
-        Status loaded = config.load(config_file.empty() ? 1 : 3, args);
-        if (!loaded.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, loaded.message()};
-        if (!redis_host.empty()) (void)config.set("redis.host", redis_host, "command line");
-        if (redis_port > 0) (void)config.set("redis.port", std::to_string(redis_port), "command line");
-        if (!ns.empty()) (void)config.set("redis.namespace", ns, "command line");
-        auto options = service::redis_options_from_config(config);
-        if (!options.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, options.status().message()};
-        ctl::Connection c;
-        c.redis = std::make_unique<service::RedisClient>(options.value());
-        Status connected = c.redis->connect_once();
-        // A refused password is a configuration error (2), like the services'; an unreachable
-        // Redis is 3.
-        if (!connected.is_ok()) {
-            throw ctl::CtlExit{connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage
-                                                                                : ctl::kExitRedis,
-                               connected.message()};
-        }
-        c.plane = std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
-        if (campaign.empty()) campaign = "nightly";
-        sub.json = json;
-        if (*submit) return ctl::submit(c, sub);
-        const auto heartbeat_ttl_ms = (long long)(config.get_double("service.heartbeat_ttl_s") * 1000);
-        if (*status) {
-            const auto lease_ms = (long long)(config.get_double("queue.lease_s") * 1000);
-            return ctl::status(c, night, exposure, campaign, json, lease_ms, heartbeat_ttl_ms);
-        }
-        if (*requeue) return ctl::requeue(c, exposure, campaign, night, json);
-        if (*workers) return ctl::workers(c, json, heartbeat_ttl_ms);
-        if (*drain) return ctl::drain(c, name);
-        if (*camp) return ctl::campaign_action(c, action, name);
-        if (*wait) return ctl::wait_exposure(c, exposure, campaign, timeout_s);
+        return run_fleet_command(global, sub, commands);
     } catch (const ctl::CtlExit& e) {
         std::cerr << "ex2dctl: " << e.message << "\n";
         return e.code;
     }
-    return ctl::kExitOk;
 }

@@ -63,7 +63,7 @@ std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& cho
                        ndevices > 0 ? std::to_string(ndevices) + " CUDA device(s) found"
                                     : std::string("no usable CUDA device in this build/host"));
     }
-    const int threads = choice.threads > 0 ? choice.threads : default_thread_count();
+    const int threads = resolve_thread_count(choice.threads);
     if (name == "cpu" && choice.threads == 0) {
         logger()->debug("event=default_threads threads={} reason=\"affinity mask and cgroup "
                         "quota\"", threads);

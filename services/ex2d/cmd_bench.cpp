@@ -83,22 +83,28 @@ void print_frame(const char* kind, int index, int count, double wall, const Extr
     std::fflush(stdout);
 }
 
-void run_bench(BenchArgs& args)
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0)
 {
-    using Clock = std::chrono::steady_clock;
-    // The backend first, so a missing device is reported before minutes of simulation.
-    auto backend = make_backend_or_exit(args.backend);
-    const Arm arm = value_or_exit(parse_arm(args.camera));
-    const ArmDefaults defaults = arm_defaults(arm);
-    const GaussHermitePsf psf =
-        args.psf.empty() ? make_synthetic_psf(arm, 0) : value_or_exit(read_psf(args.psf));
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// desi_proc's grid of the arm unless -w gives one, over --nspec fibres.
+ExtractionOptions bench_options(const BenchArgs& args, const ArmDefaults& defaults)
+{
     ExtractionOptions opt;
     opt.wmin = defaults.wmin;
     opt.wmax = defaults.wmax;
     opt.dw = defaults.dw;
     exit_on_usage_error(parse_wavelength_option(args.wavelength, opt.wmin, opt.wmax, opt.dw));
     opt.nspec = args.nspec;
+    return opt;
+}
 
+SimulatedFrame simulate_bench_frame(const BenchArgs& args, const GaussHermitePsf& psf,
+                                    const ExtractionOptions& opt)
+{
     SimulationOptions sim;
     sim.seed = args.seed;
     sim.nspec = args.nspec;
@@ -107,7 +113,152 @@ void run_bench(BenchArgs& args)
     sim.dw = opt.dw;
     sim.camera = args.camera;
     logger()->info("bench simulating camera={} nspec={} psf={}", args.camera, args.nspec, psf.source);
-    const SimulatedFrame simulated = value_or_exit(simulate_frame(psf, sim));
+    return value_or_exit(simulate_frame(psf, sim));
+}
+
+/// The timed extractions: means per frame, and the device reports around them.
+struct TimedRuns {
+    ExtractedFrame frame;  ///< the last one
+    double wall = 0;       ///< mean wall seconds
+    double wall_min = 1e300;
+    double cpu = 0;        ///< mean process CPU seconds
+    StageTimes stages;     ///< mean per stage
+    DeviceReport before_timed, first_report;
+};
+
+void run_warmups(const ImageView& view, const GaussHermitePsf& psf, const ExtractionOptions& opt,
+                 ExtractionBackend& backend, int warmup, bool on_device)
+{
+    for (int r = 0; r < warmup; ++r) {
+        const auto t0 = Clock::now();
+        const ExtractedFrame frame = value_or_exit(extract_frame(view, psf, opt, backend));
+        print_frame("warm-up", r, warmup, seconds_since(t0), frame, backend, on_device);
+    }
+}
+
+TimedRuns run_timed(const ImageView& view, const GaussHermitePsf& psf, const ExtractionOptions& opt,
+                    ExtractionBackend& backend, int repeat, bool on_device)
+{
+    TimedRuns runs;
+    double wall_sum = 0;
+    StageTimes stage_sum;
+    runs.before_timed = backend.device_report();
+    for (int r = 0; r < repeat; ++r) {
+        const auto t0 = Clock::now();
+        const double c0 = process_cpu_seconds();
+        ExtractionProgress progress("bench");
+        runs.frame = value_or_exit(extract_frame(view, psf, opt, backend, progress.callback()));
+        progress.finish();
+        const double wall = seconds_since(t0);
+        wall_sum += wall;
+        runs.wall_min = std::min(runs.wall_min, wall);
+        runs.cpu += process_cpu_seconds() - c0;
+        stage_sum += runs.frame.stage_times;
+        if (r == 0) runs.first_report = backend.device_report();
+        print_frame("frame", r, repeat, wall, runs.frame, backend, on_device);
+    }
+    runs.wall = wall_sum / repeat;
+    runs.cpu /= repeat;
+    runs.stages = StageTimes{stage_sum.psf / repeat, stage_sum.build / repeat,
+                             stage_sum.solve / repeat, stage_sum.decorrelate / repeat,
+                             stage_sum.chi2 / repeat};
+    return runs;
+}
+
+/// Accuracy of the frame, through the file writer and reader as a user would see it.
+struct WrittenAccuracy {
+    double write_seconds = 0;
+    PullStatistics pulls;
+};
+
+WrittenAccuracy written_accuracy(const ExtractedFrame& frame, const SimulatedFrame& simulated,
+                                 const ExtractionOptions& opt)
+{
+    const std::string tmp = (std::filesystem::temp_directory_path() /
+                             ("ex2d-bench-" + std::to_string(::getpid()) + ".fits")).string();
+    FrameProvenance prov;
+    prov.image_header = simulated.preproc.header;
+    prov.fibermap = simulated.preproc.fibermap;
+    prov.options = opt;
+    WrittenAccuracy out;
+    const auto tw = Clock::now();
+    exit_on_error(write_frame(tmp, frame, prov));
+    out.write_seconds = seconds_since(tw);
+    const FrameFile written = value_or_exit(read_frame(tmp));
+    std::filesystem::remove(tmp);
+    out.pulls = value_or_exit(pull_statistics(written, simulated.truth));
+    return out;
+}
+
+void print_device_summary(const TimedRuns& runs, const ExtractionBackend& backend, int repeat,
+                          double frame_scale)
+{
+    const StageTimes& st = runs.stages;
+    const DeviceReport last_report = backend.device_report();
+    print_device(runs.first_report, last_report, repeat);
+    print_call_split(runs.before_timed, last_report, repeat);
+    std::printf("  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
+                "chi2 %.3f (sum %.3f)\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2,
+                st.total());
+    std::printf("  frames per GPU-hour    %.0f (one worker)\n", 3600.0 / (runs.wall * frame_scale));
+    std::printf("  vs DESI GPU anchor     %.0fx faster than ~%.0f A100-seconds per frame\n",
+                kAnchorGpuSecondsPerFrame / (runs.wall * frame_scale), kAnchorGpuSecondsPerFrame);
+}
+
+void print_host_summary(const TimedRuns& runs, double rss_before_extraction, double frame_scale)
+{
+    const StageTimes& st = runs.stages;
+    const double cpu = runs.cpu;
+    std::printf("  core-seconds per frame %.1f (scaled to 500 fibres), %.1f patches/s per core\n",
+                cpu * frame_scale, runs.frame.npatch / cpu);
+    std::printf("  peak memory            %.0f MiB resident; %.0f MiB before extraction "
+                "(simulated frame and PSF), so extraction adds at most %.0f MiB\n",
+                peak_rss_mib(), rss_before_extraction, peak_rss_mib() - rss_before_extraction);
+    std::printf("  stage core-seconds     psf %.2f, build %.2f, solve %.2f, decorrelate %.2f, "
+                "chi2 %.2f\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+    std::printf("  frames per node-hour   %.0f on this machine\n", 3600.0 / (runs.wall * frame_scale));
+    std::printf("  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame "
+                "(goal %.0f core-s: %s)\n",
+                kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame,
+                kGoalCoreSecondsPerRFrame,
+                cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met");
+}
+
+void print_summary(const BenchArgs& args, const TimedRuns& runs, const WrittenAccuracy& accuracy,
+                   const ExtractionBackend& backend, int warmup, bool on_device,
+                   double rss_before_extraction)
+{
+    const ExtractedFrame& frame = runs.frame;
+    const double frame_scale = 500.0 / args.nspec;
+    std::printf("  frame                  %d fibres x %d bins, %ld patches\n", frame.nspec,
+                frame.nwave, frame.npatch);
+    std::printf("  timed frames           %d after %d warm-up\n", args.repeat, warmup);
+    std::printf("  wall seconds per frame %.3f mean, %.3f best (extraction alone, scaled to 500 "
+                "fibres: %.3f)\n", runs.wall, runs.wall_min, runs.wall * frame_scale);
+    std::printf("  core-seconds           %.1f per frame (process CPU time)\n", runs.cpu);
+    std::printf("  patches per second     %.0f wall\n", frame.npatch / runs.wall);
+    if (on_device) {
+        print_device_summary(runs, backend, args.repeat, frame_scale);
+    } else {
+        print_host_summary(runs, rss_before_extraction, frame_scale);
+    }
+    const PullStatistics& pulls = accuracy.pulls;
+    std::printf("  frame write seconds    %.2f\n", accuracy.write_seconds);
+    std::printf("  patches retried/failed %ld / %ld\n", frame.npatch_retried, frame.npatch_failed);
+    std::printf("  pulls                  mean %+.4f, std %.4f, |pull|>5 fraction %.1e over %ld bins\n",
+                pulls.mean, pulls.stddev, pulls.frac_beyond_5, pulls.n);
+    std::printf("  median chi2pix         %.3f\n", pulls.median_chi2pix);
+}
+
+void run_bench(BenchArgs& args)
+{
+    // The backend first, so a missing device is reported before minutes of simulation.
+    auto backend = make_backend_or_exit(args.backend);
+    const Arm arm = value_or_exit(parse_arm(args.camera));
+    const GaussHermitePsf psf =
+        args.psf.empty() ? make_synthetic_psf(arm, 0) : value_or_exit(read_psf(args.psf));
+    const ExtractionOptions opt = bench_options(args, arm_defaults(arm));
+    const SimulatedFrame simulated = simulate_bench_frame(args, psf, opt);
     const LargeArray<double> weights = simulated.preproc.weights();
     const ImageView view{simulated.preproc.ny, simulated.preproc.nx,
                          simulated.preproc.image.data(), weights.data()};
@@ -117,89 +268,10 @@ void run_bench(BenchArgs& args)
     std::printf("ex2d bench: backend=%s threads=%d camera=%s psf=%s\n", backend->name().c_str(),
                 args.backend.threads, args.camera.c_str(), psf.source.c_str());
     const double rss_before_extraction = current_rss_mib();
-    ExtractedFrame frame;
-    for (int r = 0; r < warmup; ++r) {
-        const auto t0 = Clock::now();
-        frame = value_or_exit(extract_frame(view, psf, opt, *backend));
-        print_frame("warm-up", r, warmup, std::chrono::duration<double>(Clock::now() - t0).count(),
-                    frame, *backend, on_device);
-    }
-    double wall_sum = 0, wall_min = 1e300, cpu = 0;
-    StageTimes stage_sum;
-    DeviceReport first_report;
-    const DeviceReport before_timed = backend->device_report();
-    for (int r = 0; r < args.repeat; ++r) {
-        const auto t0 = Clock::now();
-        const double c0 = process_cpu_seconds();
-        ExtractionProgress progress("bench");
-        frame = value_or_exit(extract_frame(view, psf, opt, *backend, progress.callback()));
-        progress.finish();
-        const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-        wall_sum += wall;
-        wall_min = std::min(wall_min, wall);
-        cpu += process_cpu_seconds() - c0;
-        stage_sum += frame.stage_times;
-        if (r == 0) first_report = backend->device_report();
-        print_frame("frame", r, args.repeat, wall, frame, *backend, on_device);
-    }
-    const double wall = wall_sum / args.repeat;
-    cpu /= args.repeat;
-
-    // Accuracy of the same frame, through the file writer and reader as a user would see it.
-    const std::string tmp = (std::filesystem::temp_directory_path() /
-                             ("ex2d-bench-" + std::to_string(::getpid()) + ".fits")).string();
-    FrameProvenance prov;
-    prov.image_header = simulated.preproc.header;
-    prov.fibermap = simulated.preproc.fibermap;
-    prov.options = opt;
-    const auto tw = Clock::now();
-    exit_on_error(write_frame(tmp, frame, prov));
-    const double write_seconds = std::chrono::duration<double>(Clock::now() - tw).count();
-    const FrameFile written = value_or_exit(read_frame(tmp));
-    std::filesystem::remove(tmp);
-    const PullStatistics pulls = value_or_exit(pull_statistics(written, simulated.truth));
-
-    const StageTimes st{stage_sum.psf / args.repeat, stage_sum.build / args.repeat,
-                        stage_sum.solve / args.repeat, stage_sum.decorrelate / args.repeat,
-                        stage_sum.chi2 / args.repeat};
-    const double frame_scale = 500.0 / args.nspec;
-    std::printf("  frame                  %d fibres x %d bins, %ld patches\n", frame.nspec,
-                frame.nwave, frame.npatch);
-    std::printf("  timed frames           %d after %d warm-up\n", args.repeat, warmup);
-    std::printf("  wall seconds per frame %.3f mean, %.3f best (extraction alone, scaled to 500 "
-                "fibres: %.3f)\n", wall, wall_min, wall * frame_scale);
-    std::printf("  core-seconds           %.1f per frame (process CPU time)\n", cpu);
-    std::printf("  patches per second     %.0f wall\n", frame.npatch / wall);
-    if (on_device) {
-        const DeviceReport last_report = backend->device_report();
-        print_device(first_report, last_report, args.repeat);
-        print_call_split(before_timed, last_report, args.repeat);
-        std::printf("  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
-                    "chi2 %.3f (sum %.3f)\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2,
-                    st.total());
-        std::printf("  frames per GPU-hour    %.0f (one worker)\n", 3600.0 / (wall * frame_scale));
-        std::printf("  vs DESI GPU anchor     %.0fx faster than ~%.0f A100-seconds per frame\n",
-                    kAnchorGpuSecondsPerFrame / (wall * frame_scale), kAnchorGpuSecondsPerFrame);
-    } else {
-        std::printf("  core-seconds per frame %.1f (scaled to 500 fibres), %.1f patches/s per core\n",
-                    cpu * frame_scale, frame.npatch / cpu);
-        std::printf("  peak memory            %.0f MiB resident; %.0f MiB before extraction "
-                    "(simulated frame and PSF), so extraction adds at most %.0f MiB\n",
-                    peak_rss_mib(), rss_before_extraction, peak_rss_mib() - rss_before_extraction);
-        std::printf("  stage core-seconds     psf %.2f, build %.2f, solve %.2f, decorrelate %.2f, "
-                    "chi2 %.2f\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
-        std::printf("  frames per node-hour   %.0f on this machine\n", 3600.0 / (wall * frame_scale));
-        std::printf("  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame "
-                    "(goal %.0f core-s: %s)\n",
-                    kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame,
-                    kGoalCoreSecondsPerRFrame,
-                    cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met");
-    }
-    std::printf("  frame write seconds    %.2f\n", write_seconds);
-    std::printf("  patches retried/failed %ld / %ld\n", frame.npatch_retried, frame.npatch_failed);
-    std::printf("  pulls                  mean %+.4f, std %.4f, |pull|>5 fraction %.1e over %ld bins\n",
-                pulls.mean, pulls.stddev, pulls.frac_beyond_5, pulls.n);
-    std::printf("  median chi2pix         %.3f\n", pulls.median_chi2pix);
+    run_warmups(view, psf, opt, *backend, warmup, on_device);
+    const TimedRuns runs = run_timed(view, psf, opt, *backend, args.repeat, on_device);
+    const WrittenAccuracy accuracy = written_accuracy(runs.frame, simulated, opt);
+    print_summary(args, runs, accuracy, *backend, warmup, on_device, rss_before_extraction);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "ex2d/cpu_count.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
@@ -54,8 +55,10 @@ Status Worker::start()
     StandinBackendOptions standin;
     standin.frame_path = cfg.get_string("worker.standin_frame");
     standin.delay_s = cfg.get_double("worker.standin_delay_s");
-    auto backend = make_backend(cfg.get_string("worker.backend"), int(cfg.get_int("worker.threads")), cuda,
-                                standin);
+    // worker.threads 0 resolves here, as ex2d extract's --threads 0 does: the CPUs this
+    // container or Slurm step may use, not the node's core count.
+    const int threads = resolve_thread_count(int(cfg.get_int("worker.threads")));
+    auto backend = make_backend(cfg.get_string("worker.backend"), threads, cuda, standin);
     if (!backend.is_ok()) return Status(backend.status().code(), "worker.backend: " + backend.status().message());
     backend_ = std::move(backend).value();
     const DeviceReport report = backend_->device_report();
@@ -95,8 +98,8 @@ Status Worker::start()
     max_spare_planes_ = std::size_t(2 * (cfg.get_int("worker.credit") + 1));
     discover();
     ctx_.set_ready(true);
-    logger()->info("worker ready backend={} device={} credit={}", backend_->name(), device_,
-                   cfg.get_int("worker.credit"));
+    logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(), device_,
+                   cfg.get_int("worker.credit"), threads);
     return Status::ok();
 }
 

@@ -209,11 +209,21 @@ TEST(MetricsTest, ExpositionFollowsTheConventions)
     EXPECT_EQ(e.samples.at("ex2d_build_info{version=\"" EX2D_VERSION "\"}"), 1);
 }
 
-TEST(MetricsTest, LabelledMetricsAreCachedAndThreadSafe)
+// The families give one metric per label value (prometheus-cpp's Family::Add returns the
+// metric already added with those labels), also through a copy of Metrics.
+TEST(MetricsTest, LabelledMetricsAreOnePerLabelAndThreadSafe)
 {
     Metrics metrics("reader");
     EXPECT_EQ(&metrics.frames("read"), &metrics.frames("read"));
     EXPECT_NE(&metrics.frames("read"), &metrics.frames("skipped"));
+    EXPECT_EQ(&metrics.stage_seconds("decode"), &metrics.stage_seconds("decode"));
+    Metrics copy = metrics;
+    EXPECT_EQ(&copy.frames("read"), &metrics.frames("read"));
+    copy.stage_seconds("decode").Observe(0.5);
+    metrics.stage_seconds("decode").Observe(2);
+    const std::string text = metrics.serialize();
+    EXPECT_NE(text.find("ex2d_stage_seconds_count{role=\"reader\",stage=\"decode\"} 2"),
+              std::string::npos) << text;
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t) {
         threads.emplace_back([&metrics] {

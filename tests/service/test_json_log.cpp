@@ -49,14 +49,31 @@ TEST(JsonLogTest, EscapesQuotesBackslashesAndControlCharacters)
 {
     EXPECT_EQ(json_escape("plain"), "plain");
     EXPECT_EQ(json_escape("a\"b\\c"), "a\\\"b\\\\c");
-    EXPECT_EQ(json_escape("line1\nline2\t\r"), "line1\\u000aline2\\u0009\\u000d");
+    EXPECT_EQ(json_escape("line1\nline2\t\r"), "line1\\nline2\\t\\r");
+    EXPECT_EQ(json_escape("\b\f"), "\\b\\f");
     EXPECT_EQ(json_escape(std::string("nul\0x", 5)), "nul\\u0000x");
-    EXPECT_EQ(json_escape("\x1f"), "\\u001f");
+    EXPECT_EQ(json_escape("\x01 \x1f"), "\\u0001 \\u001f");
+    EXPECT_EQ(json_escape("del\x7f"), "del\x7f");  // not a control character in JSON
+}
+
+// Invalid UTF-8 becomes U+FFFD (written as UTF-8): one per byte that cannot start a
+// sequence, one per sequence cut short.
+TEST(JsonLogTest, ReplacesInvalidUtf8)
+{
     EXPECT_EQ(json_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xad"),
               "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\xad");  // valid UTF-8 kept as is
-    EXPECT_EQ(json_escape("bad\xff byte"), "bad\\ufffd byte");
-    EXPECT_EQ(json_escape("cut \xe2\x82"), "cut \\ufffd\\ufffd");
-    EXPECT_EQ(json_escape("overlong \xc0\xaf"), "overlong \\ufffd\\ufffd");
+    EXPECT_EQ(json_escape("bad\xff byte"), "bad\xef\xbf\xbd byte");
+    EXPECT_EQ(json_escape("cut \xe2\x82"), "cut \xef\xbf\xbd");
+    EXPECT_EQ(json_escape("cut \xe2\x82 mid"), "cut \xef\xbf\xbd mid");
+    EXPECT_EQ(json_escape("overlong \xc0\xaf"), "overlong \xef\xbf\xbd\xef\xbf\xbd");
+    EXPECT_EQ(json_escape("surrogate \xed\xa0\x80"),
+              "surrogate \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    EXPECT_EQ(json_escape("\xff\n"), "\xef\xbf\xbd\\n");
+    for (const std::string bad : {"\xff", "\xe2\x82", "\xc0\xaf", "\xf5\x80\x80\x80"}) {
+        const std::string line = "\"" + json_escape("x" + bad + "\"y") + "\"";
+        ASSERT_NO_THROW(EXPECT_EQ(nlohmann::json::parse(line).get<std::string>().back(), 'y'))
+            << line;
+    }
 }
 
 TEST(JsonLogTest, ScopedContextNestsAndRestores)

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Default thread count of batch jobs: cgroup quota parsing and the affinity/quota minimum.
+#include <sched.h>
+
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -51,6 +53,33 @@ TEST(CpuCount, ReadsQuotaFilesUnderACgroupRoot)
     std::ofstream(v1.file("cpu/cpu.cfs_quota_us")) << "100000\n";
     std::ofstream(v1.file("cpu/cpu.cfs_period_us")) << "100000\n";
     EXPECT_EQ(default_thread_count(v1.path().string()), 1);
+}
+
+TEST(CpuCount, ConfiguredThreadsWinAndZeroTakesTheDefault)
+{
+    EXPECT_EQ(resolve_thread_count(3), 3);
+    EXPECT_EQ(resolve_thread_count(0), default_thread_count());
+    EXPECT_EQ(resolve_thread_count(-1), default_thread_count());
+}
+
+// worker.threads 0 and --threads 0 under `taskset -c N`: one CPU in the affinity mask gives
+// one thread, whatever the machine's core count.
+TEST(CpuCount, ZeroFollowsTheAffinityMask)
+{
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &saved)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const int resolved = resolve_thread_count(0);
+    const int by_default = default_thread_count();
+    ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+    EXPECT_EQ(resolved, 1);
+    EXPECT_EQ(by_default, 1);
 }
 
 }  // namespace

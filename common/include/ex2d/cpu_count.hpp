@@ -27,4 +27,10 @@ int threads_for(int affinity_cpus, std::optional<double> quota_cpus);
 /// (v2 cpu.max first, else v1 cpu/cpu.cfs_*), falling back to the machine's core count.
 int default_thread_count(const std::string& cgroup_root = "/sys/fs/cgroup");
 
+/// A configured thread count: `configured` where it is > 0, else default_thread_count().
+/// Every place that turns "0 threads" into a number (ex2d's --threads, worker.threads, the
+/// CPU backend) goes through it, so a worker in a container runs as many threads as
+/// `ex2d extract` would there.
+int resolve_thread_count(int configured);
+
 }  // namespace ex2d

@@ -126,7 +126,8 @@ struct StandinBackendOptions {
     double delay_s = 0.0;
 };
 
-/// CPU backend with `nthreads` worker threads (<= 0: all cores).
+/// CPU backend with `nthreads` worker threads (<= 0: default_thread_count(), the CPUs this
+/// process may use).
 std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
 /// The same with the memory for one evaluation of spots set (default 16 MiB): a bundle's
 /// patches are taken in wavelength windows whose spots fit it. Results do not depend on it.

@@ -16,8 +16,16 @@
 
 namespace ex2d {
 
-/// Parses desi_extract_spectra's -w text "wmin,wmax,dw" (Angstrom) into `wmin`, `wmax` and
-/// `dw`; an empty text leaves them as they are. invalid_argument unless wmax > wmin, dw > 0.
+/// The one parser of a wavelength grid text "wmin,wmax,dw" (Angstrom): three finite numbers
+/// separated by commas (blanks around them allowed) and nothing after the third, with
+/// wmax > wmin and dw > 0. Sets `wmin`, `wmax` and `dw` only when the text is one;
+/// otherwise invalid_argument "<name> must be 'wmin,wmax,dw' with wmax > wmin and dw > 0,
+/// got '<text>'", `name` being what the caller calls the text (an option, a JSON field).
+Status parse_wavelength_grid(const std::string& text, const std::string& name, double& wmin,
+                             double& wmax, double& dw);
+
+/// desi_extract_spectra's -w/--wavelength: parse_wavelength_grid under that name; an empty
+/// text leaves `wmin`, `wmax` and `dw` as they are.
 Status parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw);
 
 /// --psferr as given on a command line: invalid_argument when negative (a negative value

@@ -79,4 +79,9 @@ int default_thread_count(const std::string& cgroup_root)
     return threads_for(affinity, quota);
 }
 
+int resolve_thread_count(int configured)
+{
+    return configured > 0 ? configured : default_thread_count();
+}
+
 }  // namespace ex2d

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
+#include "ex2d/cpu_count.hpp"
 #include "ex2d/logging.hpp"
 
 namespace ex2d {
@@ -57,7 +57,7 @@ void build_model_image(const GaussHermitePsf& psf, const ExtractionOptions& opt,
     frame.model.assign(size_t(ny) * nx, 0.0);
     frame.model_ny = ny;
     frame.model_nx = nx;
-    const int nthreads = std::max(1u, std::thread::hardware_concurrency());
+    const int nthreads = default_thread_count();
     for (int b = 0; b < opt.nspec; b += opt.bundlesize) {
         const SpotGrid spots = evaluate_spots(psf, opt.specmin + b, opt.bundlesize, wave, nthreads);
         for (int f = 0; f < spots.nfiber; ++f) {

@@ -4,6 +4,8 @@
 #include "ex2d/input_checks.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <sstream>
 
@@ -38,21 +40,36 @@ Status check_flavor(const FitsHeader& header, const ExtractionInputNames& names)
 
 }  // namespace
 
+Status parse_wavelength_grid(const std::string& text, const std::string& name, double& wmin,
+                             double& wmax, double& dw)
+{
+    double values[3] = {};
+    const char* at = text.c_str();
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) {
+        char* end = nullptr;
+        values[i] = std::strtod(at, &end);
+        ok = end != at && std::isfinite(values[i]);
+        at = end;
+        while (*at == ' ' || *at == '\t') ++at;
+        if (i < 2) ok = ok && *at++ == ',';
+    }
+    // The whole text and nothing else: strtod stops at "abc" in "0.8abc" and a fourth value.
+    ok = ok && at == text.c_str() + text.size();
+    if (!ok || !(values[1] > values[0]) || !(values[2] > 0)) {
+        return Status::invalid(name + " must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, got '" +
+                               text + "'");
+    }
+    wmin = values[0];
+    wmax = values[1];
+    dw = values[2];
+    return Status::ok();
+}
+
 Status parse_wavelength_option(const std::string& text, double& wmin, double& wmax, double& dw)
 {
     if (text.empty()) return Status::ok();
-    std::stringstream in(text);
-    char comma1 = 0, comma2 = 0;
-    double a = 0, b = 0, c = 0;
-    if (!(in >> a >> comma1 >> b >> comma2 >> c) || comma1 != ',' || comma2 != ',' ||
-        !(c > 0) || !(b > a)) {
-        return Status::invalid("-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and "
-                               "dw > 0, got '" + text + "'");
-    }
-    wmin = a;
-    wmax = b;
-    dw = c;
-    return Status::ok();
+    return parse_wavelength_grid(text, "-w/--wavelength", wmin, wmax, dw);
 }
 
 Status check_psferr_option(double psferr)

@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 
+#include "ex2d/cpu_count.hpp"
 #include "ex2d/extraction_backend.hpp"
 #include "cpu_clock.hpp"
 #include "patch_solver.hpp"
@@ -114,7 +115,7 @@ std::vector<SpotWindow> spot_windows(const std::vector<PatchGeometry>& patches,
 class CpuBackend final : public ExtractionBackend {
 public:
     CpuBackend(int nthreads, size_t spot_window_bytes)
-        : nthreads_(nthreads > 0 ? nthreads : std::max(1u, std::thread::hardware_concurrency())),
+        : nthreads_(resolve_thread_count(nthreads)),
           spot_window_bytes_(spot_window_bytes)
     {
         use_single_threaded_blas();

@@ -273,19 +273,35 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     if (npatch == 0) return {};
     if (std::size_t(npatch) > max_patches_) throw Error("CUDA backend: chunk larger than planned");
     const Segments seg(layout_, max_patches_);
-    const int n = layout_.nunknown(), ncol = layout_.ncore * layout_.nwave, nw = layout_.nwave;
     const long long nblock = (long long)npatch * layout_.ncore;
     cudaStream_t stream = res_.stream();
     int max_window_rows = 0;
     upload_patches(patches, max_window_rows);
     const ChunkBuffers b = buffers(npatch);
-    double* const* icov_ptrs = pointers_.data();
-    double* const* x_ptrs = pointers_.data() + max_patches_;
-    double* const* z_ptrs = pointers_.data() + 2 * max_patches_;
     int* solve_info = info_.data() + 2 * seg.capacity + seg.nblock;
 
     StageEvents events;
     events.mark(0, stream);
+    build_system(b, image, regularize, indefinite_patch, solve_info);
+    events.mark(1, stream);
+    factor_and_solve(b, solve_info, events);
+    events.mark(2, stream);
+    decorrelate(b, nblock, events);
+    events.mark(3, stream);
+    launch_window_chi2(layout_, image, spots_, b, psferr, max_window_rows, stream);
+    launch_chi2pix(layout_, spots_, b, stream);
+    events.mark(4, stream);
+    copy_outputs_to_host(b, std::size_t(seg.kept), solve_info);
+    record_seconds(events, times);
+    return std::vector<int>(host_info_.data(), host_info_.data() + npatch);
+}
+
+void ChunkSolver::build_system(const ChunkBuffers& b, const DeviceImage& image, double regularize,
+                               int indefinite_patch, int* solve_info)
+{
+    const int npatch = b.npatch, n = layout_.nunknown(), ncol = layout_.ncore * layout_.nwave;
+    const long long nblock = (long long)npatch * layout_.ncore;
+    cudaStream_t stream = res_.stream();
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.icov, 0, std::size_t(npatch) * n * n * sizeof(double), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.z, 0, std::size_t(npatch) * n * ncol * sizeof(double), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.flags, 0, npatch * sizeof(int), stream));
@@ -297,8 +313,17 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     launch_gather(layout_, image, spots_, b, stream);
     launch_icov(layout_, image, spots_, b, stream);
     launch_regularize(layout_, b, regularize, indefinite_patch, stream);
-    events.mark(1, stream);
+}
 
+void ChunkSolver::factor_and_solve(const ChunkBuffers& b, int* solve_info, StageEvents& events)
+{
+    const int npatch = b.npatch, n = layout_.nunknown(), ncol = layout_.ncore * layout_.nwave;
+    const int nw = layout_.nwave;
+    const long long nblock = (long long)npatch * layout_.ncore;
+    cudaStream_t stream = res_.stream();
+    double* const* icov_ptrs = pointers_.data();
+    double* const* x_ptrs = pointers_.data() + max_patches_;
+    double* const* z_ptrs = pointers_.data() + 2 * max_patches_;
     // B&S eq. 4 by Cholesky: iCov = L L^T, x = iCov^-1 y, and Z = L^-1 E so that the
     // diagonal blocks of C = iCov^-1 are C_ss = Z_s^T Z_s (no full inverse is formed).
     // Marks 5-9 time each library call for the benchmark's per-call split.
@@ -319,8 +344,12 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     EX2D_CUDA_CHECK(cublasDgemmStridedBatched(res_.blas(), CUBLAS_OP_T, CUBLAS_OP_N, nw, nw, n, &kOne,
                                               b.z, n, (long long)n * nw, b.z, n, (long long)n * nw,
                                               &kZero, b.cblock, nw, (long long)nw * nw, nblock));
-    events.mark(2, stream);
+}
 
+void ChunkSolver::decorrelate(const ChunkBuffers& b, long long nblock, StageEvents& events)
+{
+    const int nw = layout_.nwave;
+    cudaStream_t stream = res_.stream();
     launch_frobenius(layout_, b, stream);
     decompose_blocks(nblock);
     events.mark(8, stream);
@@ -331,16 +360,17 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
                                               (long long)nw * nw, nblock));
     events.mark(9, stream);
     launch_finalize(layout_, b, stream);
-    events.mark(3, stream);
+}
 
-    launch_window_chi2(layout_, image, spots_, b, psferr, max_window_rows, stream);
-    launch_chi2pix(layout_, spots_, b, stream);
-    events.mark(4, stream);
-
-    const std::size_t kept = std::size_t(nblock) * layout_.ncore_wave;
+void ChunkSolver::copy_outputs_to_host(const ChunkBuffers& b, std::size_t segment_stride,
+                                       const int* solve_info)
+{
+    const int npatch = b.npatch;
+    cudaStream_t stream = res_.stream();
+    const std::size_t kept = std::size_t(npatch) * layout_.ncore * layout_.ncore_wave;
     const std::size_t segments[6] = {kept, kept, kept, kept, kept, kept * layout_.ndiag};
     for (int s = 0; s < 6; ++s) {
-        const std::size_t offset = std::size_t(s) * seg.kept;
+        const std::size_t offset = std::size_t(s) * segment_stride;
         EX2D_CUDA_CHECK(cudaMemcpyAsync(host_outputs_.data() + offset, outputs_.data() + offset,
                                         segments[s] * sizeof(double), cudaMemcpyDeviceToHost, stream));
     }
@@ -353,13 +383,16 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
         throw Error("CUDA backend: cusolverDnDpotrsBatched rejected argument " +
                     std::to_string(-host_info_[npatch]));
     }
+}
+
+void ChunkSolver::record_seconds(const StageEvents& events, StageTimes& times)
+{
     times.build += events.seconds(0, 1);
     times.solve += events.seconds(1, 2);
     times.decorrelate += events.seconds(2, 3);
     times.chi2 += events.seconds(3, 4);
     const int call_marks[7] = {1, 5, 6, 7, 2, 8, 9};
     for (int k = 0; k < 6; ++k) call_seconds_[k] += events.seconds(call_marks[k], call_marks[k + 1]);
-    return std::vector<int>(host_info_.data(), host_info_.data() + npatch);
 }
 
 std::vector<std::pair<std::string, double>> ChunkSolver::call_seconds() const

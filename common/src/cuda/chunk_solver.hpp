@@ -68,6 +68,16 @@ public:
 
 private:
     ChunkBuffers buffers(int npatch) const;
+    // The steps of solve(), in order, all on the resources' stream.
+    void build_system(const ChunkBuffers& b, const DeviceImage& image, double regularize,
+                      int indefinite_patch, int* solve_info);
+    void factor_and_solve(const ChunkBuffers& b, int* solve_info, StageEvents& events);
+    void decorrelate(const ChunkBuffers& b, long long nblock, StageEvents& events);
+    /// Kept outputs and flags to pinned memory (`segment_stride`: doubles between the output
+    /// segments), then waits for the stream; throws where potrsBatched rejected an argument.
+    void copy_outputs_to_host(const ChunkBuffers& b, std::size_t segment_stride,
+                              const int* solve_info);
+    void record_seconds(const StageEvents& events, StageTimes& times);
     void decompose_blocks(long long nblock);
     void upload_patches(const std::vector<const PatchGeometry*>& patches, int& max_window_rows);
 

@@ -77,12 +77,15 @@ public:
     PinnedArray& operator=(const PinnedArray&) = delete;
     ~PinnedArray() { free_pinned(data_); }
 
+    /// Makes room for `count` elements; contents are not kept when it grows. The new block is
+    /// allocated before the old one is freed, so that an allocation that throws leaves the
+    /// array as it was (its pointer, capacity and contents).
     void reserve(std::size_t count)
     {
         if (count <= capacity_) return;
+        T* const grown = static_cast<T*>(allocate_pinned(count * sizeof(T), what_));
         free_pinned(data_);
-        data_ = nullptr;
-        data_ = static_cast<T*>(allocate_pinned(count * sizeof(T), what_));
+        data_ = grown;
         capacity_ = count;
     }
     T* data() const { return data_; }

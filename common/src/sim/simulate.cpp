@@ -5,8 +5,8 @@
 #include <cctype>
 #include <cmath>
 #include <random>
-#include <thread>
 
+#include "ex2d/cpu_count.hpp"
 #include "ex2d/logging.hpp"
 #include "frame_meta.hpp"
 #include "spectra.hpp"
@@ -120,7 +120,7 @@ void render_expected(const GaussHermitePsf& psf, const SimulationOptions& opt,
     const int nx = psf.npix_x;
     const int ny = psf.npix_y;
     const int ngrid = int(grid.wave.size());
-    const int nthreads = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int nthreads = default_thread_count();
     ProgressBar progress("simulate", opt.nspec);
     for (int f0 = 0; f0 < opt.nspec; f0 += kFibersPerChunk) {
         const int nfiber = std::min(kFibersPerChunk, opt.nspec - f0);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ex2d/input_checks.hpp"
+
 namespace ex2d::service {
 
 using nlohmann::json;
@@ -21,10 +23,9 @@ Result<ExtractionOptions> options_from_json(const std::string& text)
             const std::string& k = it.key();
             const json& v = it.value();
             if (k == "wavelength") {
-                const std::string w = v.get<std::string>();
-                if (std::sscanf(w.c_str(), "%lf,%lf,%lf", &o.wmin, &o.wmax, &o.dw) != 3) {
-                    return Status::format("options: wavelength '" + w + "' is not wmin,wmax,dw");
-                }
+                const Status grid = parse_wavelength_grid(v.get<std::string>(), "options: wavelength",
+                                                          o.wmin, o.wmax, o.dw);
+                if (!grid.is_ok()) return Status::format(grid.message());
             } else if (k == "specmin") o.specmin = v.get<int>();
             else if (k == "nspec") o.nspec = v.get<int>();
             else if (k == "psferr") o.psferr = v.get<double>();

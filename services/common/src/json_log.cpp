@@ -7,6 +7,7 @@
 #include <memory>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <unistd.h>
@@ -18,61 +19,15 @@ namespace {
 
 thread_local LogContext t_context;
 
-/// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
-std::size_t utf8_length(std::string_view text, std::size_t i)
-{
-    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-    const unsigned char lead = byte(i);
-    std::size_t length = 0;
-    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-    if (lead >= 0xC2 && lead <= 0xDF) {
-        length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-        length = 3;
-        if (lead == 0xE0) low = 0xA0;  // overlong
-        if (lead == 0xED) high = 0x9F; // UTF-16 surrogates
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-        length = 4;
-        if (lead == 0xF0) low = 0x90;  // overlong
-        if (lead == 0xF4) high = 0x8F; // beyond U+10FFFF
-    } else {
-        return 0;
-    }
-    if (i + length > text.size()) return 0;
-    if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-    for (std::size_t k = 2; k < length; ++k) {
-        if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-    }
-    return length;
-}
-
-/// Appends `text` escaped for a JSON string; invalid UTF-8 bytes become U+FFFD so that the
-/// line stays valid JSON whatever a path or an exception message holds.
+/// Appends `text` escaped for a JSON string, by nlohmann::json's own serialiser: quotes,
+/// backslashes and control characters escaped, valid UTF-8 kept as is, and each invalid
+/// UTF-8 sequence replaced by U+FFFD, so that the line stays valid JSON whatever a path or
+/// an exception message holds.
 void escape_into(std::string& out, std::string_view text)
 {
-    static const char* hex = "0123456789abcdef";
-    for (std::size_t i = 0; i < text.size();) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += char(c);
-            ++i;
-        } else if (c < 0x20) {
-            out += "\\u00";
-            out += hex[c >> 4];
-            out += hex[c & 0xF];
-            ++i;
-        } else if (c < 0x80) {
-            out += char(c);
-            ++i;
-        } else if (const std::size_t length = utf8_length(text, i); length > 0) {
-            out.append(text.data() + i, length);
-            i += length;
-        } else {
-            out += "\\ufffd";
-            ++i;
-        }
-    }
+    const std::string quoted = nlohmann::json(std::string(text))
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out.append(quoted, 1, quoted.size() - 2);
 }
 
 void append_field(std::string& out, const char* name, const std::string& value)

@@ -1,19 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/service/metrics.hpp"
 
-#include <map>
-#include <mutex>
-
 #include <prometheus/text_serializer.h>
 
 namespace ex2d::service {
-
-struct Metrics::Cache {
-    std::mutex mutex;
-    std::map<std::string, prometheus::Counter*> frames, bytes, dropped, leases, zap, peers_refused;
-    std::map<std::string, prometheus::Histogram*> stage;
-    std::map<std::string, prometheus::Gauge*> queue_depth;
-};
 
 namespace {
 
@@ -21,23 +11,11 @@ namespace {
 const prometheus::Histogram::BucketBoundaries kStageBuckets = {
     0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300};
 
-/// The family's metric for one label value, added on first use and then taken from `cache`.
-template <typename T, typename... Args>
-T& cached(std::mutex& mutex, std::map<std::string, T*>& cache, prometheus::Family<T>& family,
-          const char* label, const std::string& value, Args&&... args)
-{
-    std::lock_guard<std::mutex> lock(mutex);
-    T*& metric = cache[value];
-    if (metric == nullptr) metric = &family.Add({{label, value}}, std::forward<Args>(args)...);
-    return *metric;
-}
-
 }  // namespace
 
 Metrics::Metrics(const std::string& role)
     : role_(role),
-      registry_(std::make_shared<prometheus::Registry>()),
-      cache_(std::make_shared<Cache>())
+      registry_(std::make_shared<prometheus::Registry>())
 {
     // role is a constant label of every family, so each series carries it.
     const prometheus::Labels role_label = {{"role", role}};
@@ -121,42 +99,42 @@ std::string Metrics::serialize() const
 
 prometheus::Counter& Metrics::frames(const std::string& state)
 {
-    return cached(cache_->mutex, cache_->frames, *frames_, "state", state);
+    return frames_->Add({{"state", state}});
 }
 
 prometheus::Histogram& Metrics::stage_seconds(const std::string& stage)
 {
-    return cached(cache_->mutex, cache_->stage, *stage_, "stage", stage, kStageBuckets);
+    return stage_->Add({{"stage", stage}}, kStageBuckets);
 }
 
 prometheus::Counter& Metrics::bytes(const std::string& direction)
 {
-    return cached(cache_->mutex, cache_->bytes, *bytes_, "direction", direction);
+    return bytes_->Add({{"direction", direction}});
 }
 
 prometheus::Counter& Metrics::messages_dropped(const std::string& reason)
 {
-    return cached(cache_->mutex, cache_->dropped, *dropped_, "reason", reason);
+    return dropped_->Add({{"reason", reason}});
 }
 
 prometheus::Counter& Metrics::leases(const std::string& event)
 {
-    return cached(cache_->mutex, cache_->leases, *leases_, "event", event);
+    return leases_->Add({{"event", event}});
 }
 
 prometheus::Gauge& Metrics::queue_depth(const std::string& lane)
 {
-    return cached(cache_->mutex, cache_->queue_depth, *queue_depth_, "lane", lane);
+    return queue_depth_->Add({{"lane", lane}});
 }
 
 prometheus::Counter& Metrics::zap_requests(const std::string& result)
 {
-    return cached(cache_->mutex, cache_->zap, *zap_, "result", result);
+    return zap_->Add({{"result", result}});
 }
 
 prometheus::Counter& Metrics::peers_refused(const std::string& reason)
 {
-    return cached(cache_->mutex, cache_->peers_refused, *peers_refused_, "reason", reason);
+    return peers_refused_->Add({{"reason", reason}});
 }
 
 prometheus::Counter& Metrics::redis_reconnects() { return *reconnects_; }

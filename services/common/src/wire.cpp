@@ -106,16 +106,119 @@ zmq::message_t attach(const ArrayPart& array)
     }
 }
 
-std::optional<IncomingMessage> reject(DecodeError& error, const char* reason, std::string detail)
+/// Records why a message is refused; false, for the decode steps to return.
+bool reject(DecodeError& error, const char* reason, std::string detail)
 {
     error.reason = reason;
     error.detail = std::move(detail);
-    return std::nullopt;
+    return false;
 }
 
 bool nul_terminated(const char* field, std::size_t size)
 {
     return std::memchr(field, '\0', size) != nullptr;
+}
+
+/// The header part: its size, magic, version, checksum, type and part count.
+bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header, DecodeError& error)
+{
+    if (parts.size() < 2) {
+        return reject(error, "part_count",
+                      std::to_string(parts.size()) + " parts, expected at least 2");
+    }
+    if (parts[0].size() != kHeaderBytes) {
+        return reject(error, "header_size",
+                      "header part has " + std::to_string(parts[0].size()) + " bytes");
+    }
+    // Copied out: received bytes need not be aligned for the struct's integer fields.
+    std::memcpy(&header, parts[0].data(), kHeaderBytes);
+    if (std::memcmp(header.magic, "EX2D", 4) != 0) {
+        return reject(error, "bad_magic", "header does not start with EX2D");
+    }
+    if (header.version != kProtocolVersion) {
+        return reject(error, "wrong_version",
+                      "protocol version " + std::to_string(header.version) + ", expected " +
+                          std::to_string(kProtocolVersion));
+    }
+    const std::uint64_t header_sum = header_checksum_of(parts[0].data());
+    if (header_sum != header.header_checksum) {
+        return reject(error, "header_checksum",
+                      "header checksum " + hex64(header.header_checksum) + ", computed " +
+                          hex64(header_sum));
+    }
+    if (header.header_size != kHeaderBytes) {
+        return reject(error, "header_size",
+                      "header_size field is " + std::to_string(header.header_size));
+    }
+    if (header.type < 1 || header.type > kLastMessageType) {
+        return reject(error, "bad_type", "message type " + std::to_string(header.type));
+    }
+    if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {
+        return reject(error, "part_count",
+                      std::to_string(parts.size()) + " parts for nparts " +
+                          std::to_string(header.nparts));
+    }
+    return true;
+}
+
+/// The meta part against its size and checksum, each array part against its descriptor.
+bool check_part_sizes(const std::vector<zmq::message_t>& parts, const MessageHeader& header,
+                      DecodeError& error)
+{
+    const zmq::message_t& meta_part = parts[1];
+    if (meta_part.size() != header.meta_bytes ||
+        checksum64(meta_part.data(), meta_part.size()) != header.meta_checksum) {
+        return reject(error, "meta_checksum",
+                      "meta part of " + std::to_string(meta_part.size()) +
+                          " bytes does not match its size or checksum");
+    }
+    for (std::size_t i = 0; i < header.nparts; ++i) {
+        const auto expected = descriptor_bytes(header.parts[i]);
+        if (!expected || *expected != parts[i + 2].size()) {
+            return reject(error, "part_size",
+                          "array " + std::to_string(i) + " has " +
+                              std::to_string(parts[i + 2].size()) +
+                              " bytes, which its dtype and shape do not describe");
+        }
+    }
+    return true;
+}
+
+/// One XXH3 over all array parts in order, against the header's payload checksum.
+bool check_payload(const std::vector<zmq::message_t>& parts, const MessageHeader& header,
+                   DecodeError& error)
+{
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                   &XXH3_freeState);
+    if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
+        return reject(error, "payload_checksum", "cannot allocate an XXH3 state");
+    }
+    for (std::size_t i = 2; i < parts.size(); ++i) {
+        XXH3_64bits_update(state.get(), parts[i].data(), parts[i].size());
+    }
+    const std::uint64_t payload_sum = XXH3_64bits_digest(state.get());
+    if (payload_sum != header.payload_checksum) {
+        return reject(error, "payload_checksum",
+                      "payload checksum " + hex64(header.payload_checksum) + ", computed " +
+                          hex64(payload_sum));
+    }
+    return true;
+}
+
+/// The meta part as a JSON object, and the header's ids as C strings.
+bool parse_meta(const zmq::message_t& meta_part, const MessageHeader& header, nlohmann::json& meta,
+                DecodeError& error)
+{
+    const auto* meta_begin = static_cast<const char*>(meta_part.data());
+    meta = nlohmann::json::parse(meta_begin, meta_begin + meta_part.size(), nullptr, false);
+    if (meta.is_discarded() || !meta.is_object()) {
+        return reject(error, "malformed", "meta is not a JSON object");
+    }
+    if (!nul_terminated(header.job_id, sizeof(header.job_id)) ||
+        !nul_terminated(header.stream_id, sizeof(header.stream_id))) {
+        return reject(error, "malformed", "job_id or stream_id is not NUL-terminated");
+    }
+    return true;
 }
 
 }  // namespace
@@ -232,84 +335,12 @@ std::vector<zmq::message_t> encode(const OutgoingMessage& message)
 
 std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error)
 {
-    if (parts.size() < 2) {
-        return reject(error, "part_count",
-                      std::to_string(parts.size()) + " parts, expected at least 2");
-    }
-    if (parts[0].size() != kHeaderBytes) {
-        return reject(error, "header_size",
-                      "header part has " + std::to_string(parts[0].size()) + " bytes");
-    }
-    // Copied out: received bytes need not be aligned for the struct's integer fields.
     MessageHeader header;
-    std::memcpy(&header, parts[0].data(), kHeaderBytes);
-    if (std::memcmp(header.magic, "EX2D", 4) != 0) {
-        return reject(error, "bad_magic", "header does not start with EX2D");
+    nlohmann::json meta;
+    if (!read_header(parts, header, error) || !check_part_sizes(parts, header, error) ||
+        !check_payload(parts, header, error) || !parse_meta(parts[1], header, meta, error)) {
+        return std::nullopt;
     }
-    if (header.version != kProtocolVersion) {
-        return reject(error, "wrong_version",
-                      "protocol version " + std::to_string(header.version) + ", expected " +
-                          std::to_string(kProtocolVersion));
-    }
-    const std::uint64_t header_sum = header_checksum_of(parts[0].data());
-    if (header_sum != header.header_checksum) {
-        return reject(error, "header_checksum",
-                      "header checksum " + hex64(header.header_checksum) + ", computed " +
-                          hex64(header_sum));
-    }
-    if (header.header_size != kHeaderBytes) {
-        return reject(error, "header_size",
-                      "header_size field is " + std::to_string(header.header_size));
-    }
-    if (header.type < 1 || header.type > kLastMessageType) {
-        return reject(error, "bad_type", "message type " + std::to_string(header.type));
-    }
-    if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {
-        return reject(error, "part_count",
-                      std::to_string(parts.size()) + " parts for nparts " +
-                          std::to_string(header.nparts));
-    }
-    const zmq::message_t& meta_part = parts[1];
-    if (meta_part.size() != header.meta_bytes ||
-        checksum64(meta_part.data(), meta_part.size()) != header.meta_checksum) {
-        return reject(error, "meta_checksum",
-                      "meta part of " + std::to_string(meta_part.size()) +
-                          " bytes does not match its size or checksum");
-    }
-    for (std::size_t i = 0; i < header.nparts; ++i) {
-        const auto expected = descriptor_bytes(header.parts[i]);
-        if (!expected || *expected != parts[i + 2].size()) {
-            return reject(error, "part_size",
-                          "array " + std::to_string(i) + " has " +
-                              std::to_string(parts[i + 2].size()) +
-                              " bytes, which its dtype and shape do not describe");
-        }
-    }
-    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                   &XXH3_freeState);
-    if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
-        return reject(error, "payload_checksum", "cannot allocate an XXH3 state");
-    }
-    for (std::size_t i = 2; i < parts.size(); ++i) {
-        XXH3_64bits_update(state.get(), parts[i].data(), parts[i].size());
-    }
-    const std::uint64_t payload_sum = XXH3_64bits_digest(state.get());
-    if (payload_sum != header.payload_checksum) {
-        return reject(error, "payload_checksum",
-                      "payload checksum " + hex64(header.payload_checksum) + ", computed " +
-                          hex64(payload_sum));
-    }
-    const auto* meta_begin = static_cast<const char*>(meta_part.data());
-    nlohmann::json meta =
-        nlohmann::json::parse(meta_begin, meta_begin + meta_part.size(), nullptr, false);
-    if (meta.is_discarded() || !meta.is_object()) {
-        return reject(error, "malformed", "meta is not a JSON object");
-    }
-    if (!nul_terminated(header.job_id, sizeof(header.job_id)) ||
-        !nul_terminated(header.stream_id, sizeof(header.stream_id))) {
-        return reject(error, "malformed", "job_id or stream_id is not NUL-terminated");
-    }
-
     IncomingMessage message;
     message.header = header;
     message.type = MessageType(header.type);

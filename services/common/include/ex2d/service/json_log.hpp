@@ -37,7 +37,8 @@ private:
 /// The calling thread's current context.
 const LogContext& current_log_context();
 
-/// JSON string escaping (quotes, backslash, control characters as \uXXXX); no surrounding quotes.
+/// JSON string escaping as nlohmann::json writes it (quotes, backslash, control characters as
+/// \n, \t, ... or \u00XX; invalid UTF-8 sequences as U+FFFD); no surrounding quotes.
 std::string json_escape(const std::string& text);
 
 }  // namespace ex2d::service

@@ -67,10 +67,6 @@ private:
     prometheus::Gauge* ready_;
     prometheus::Family<prometheus::Counter>* zap_;
     prometheus::Family<prometheus::Counter>* peers_refused_;
-    /// Metrics already added to the labelled families, by family and label value (Family::Add
-    /// is slow); shared so that copies of a Metrics share one cache, like the registry.
-    struct Cache;
-    std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace ex2d::service
