@@ -101,12 +101,13 @@ TEST(HttpServerTest, StatusCodesAndContentLength)
     EXPECT_EQ(reply.status, 405);
     EXPECT_EQ(reply.headers["Allow"], "GET");
     EXPECT_EQ(raw_request(server.port(), "garbage\r\n\r\n").status, 400);
+    // civetweb refuses a request head over 8 KiB, and one not complete within 1 s, with 400.
     EXPECT_EQ(raw_request(server.port(), "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n")
                   .status,
-              431);
-    // An incomplete request times out after 1 s instead of holding the thread.
+              400);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_EQ(raw_request(server.port(), "GET /healthz HTTP/1.1\r\n").status, 408);
+    EXPECT_EQ(raw_request(server.port(), "GET /healthz HTTP/1.1\r\n").status, 400);
+    EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
     EXPECT_EQ(get(server.port(), "/healthz").status, 200);
 
