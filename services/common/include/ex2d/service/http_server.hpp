@@ -2,9 +2,10 @@
 #pragma once
 
 /// @file http_server.hpp
-/// A minimal HTTP/1.0 server on one thread (POSIX sockets) for /healthz, /readyz and /metrics.
-/// Requests are read with a short timeout and a size cap, so a slow or hostile client cannot
-/// stall the service.
+/// The HTTP endpoint of /healthz, /readyz and /metrics, served by civetweb (the server that
+/// prometheus-cpp's pull library is built on) with a pool of worker threads, so that idle or
+/// slow connections do not hold up a probe. Requests are read with a short timeout and a size
+/// cap; every answer closes its connection.
 
 #include <functional>
 #include <map>
@@ -25,7 +26,7 @@ class HttpServer {
 public:
     using Handler = std::function<HttpResponse()>;
     HttpServer();
-    ~HttpServer();  ///< stops the thread and closes the socket
+    ~HttpServer();  ///< stops the server and closes its sockets
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
 
