@@ -32,7 +32,8 @@ ExtractionOptions r_grid()
 std::vector<double> grid_of(const ExtractionOptions& opt)
 {
     std::vector<double> wave;
-    for (int j = 0; opt.wmin + j * opt.dw <= opt.wmax + 1e-9; ++j) wave.push_back(opt.wmin + j * opt.dw);
+    for (int j = 0; opt.wmin + j * opt.dw <= opt.wmax + 1e-9; ++j)
+        wave.push_back(opt.wmin + j * opt.dw);
     return wave;
 }
 
@@ -55,7 +56,8 @@ ExtractedFrame synthetic_frame(unsigned long seed)
     f.chi2pix.resize(n);
     for (size_t i = 0; i < n; ++i) {
         const double sigma = 3.0 + 0.5 * std::abs(normal(rng));
-        f.flux[i] = 40.0 + 20.0 * std::sin(double(i % size_t(f.nwave)) * 1e-3) + sigma * normal(rng);
+        f.flux[i] =
+            40.0 + 20.0 * std::sin(double(i % size_t(f.nwave)) * 1e-3) + sigma * normal(rng);
         f.ivar[i] = 1.0 / (sigma * sigma);
         f.chi2pix[i] = chi2(rng);
         if (rng() % 2000 == 0) f.mask[i] = specmask::somebadpix;
@@ -67,9 +69,11 @@ ExtractedFrame synthetic_frame(unsigned long seed)
             const double width = 1.0 + 0.3 * std::sin(0.002 * w + 0.01 * s) + 0.01 * normal(rng);
             double sum = 0;
             double row[11];
-            for (int d = 0; d < 11; ++d) sum += row[d] = std::exp(-0.5 * std::pow((d - 5) / width, 2));
+            for (int d = 0; d < 11; ++d)
+                sum += row[d] = std::exp(-0.5 * std::pow((d - 5) / width, 2));
             for (int d = 0; d < 11; ++d) {
-                f.resolution[(size_t(s) * 11 + size_t(d)) * size_t(f.nwave) + size_t(w)] = row[d] / sum;
+                f.resolution[(size_t(s) * 11 + size_t(d)) * size_t(f.nwave) + size_t(w)] =
+                    row[d] / sum;
             }
         }
     }
@@ -114,11 +118,12 @@ Result<ExtractedFrame> extracted_frame(const FrameSource& source, service::Frame
     sim.dw = opt.dw;
     sim.camera = "r0";
     sim.night = 20261125;
-    logger()->info("simulating and extracting a full r0 frame with {} (about a minute)", source.psf);
+    logger()->info("simulating and extracting a full r0 frame with {} (about a minute)",
+                   source.psf);
     EX2D_ASSIGN_OR_RETURN(SimulatedFrame simulated, simulate_frame(psf, sim));
     const LargeArray<double> weights = simulated.preproc.weights();
-    const ImageView view{simulated.preproc.ny, simulated.preproc.nx,
-                         simulated.preproc.image.data(), weights.data()};
+    const ImageView view{simulated.preproc.ny, simulated.preproc.nx, simulated.preproc.image.data(),
+                         weights.data()};
     auto backend = make_cpu_backend(source.threads);
     EX2D_ASSIGN_OR_RETURN(ExtractedFrame frame, extract_frame(view, psf, opt, *backend));
     out.image_header = simulated.preproc.header;

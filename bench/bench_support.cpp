@@ -82,10 +82,12 @@ Status LocalRedis::start(const std::string& server_binary, const std::vector<std
     if (port_ == 0) return Status::io("no free loopback port");
     const std::string port = std::to_string(port_);
     const std::string log = dir_ + "/redis.log";
-    std::vector<std::string> args = {server_binary, "--port", port, "--bind", "127.0.0.1",
-                                     "--dir", dir_, "--logfile", log, "--daemonize", "no",
-                                     "--appendonly", "yes", "--appendfsync", "everysec",
-                                     "--maxmemory-policy", "noeviction", "--save", ""};
+    std::vector<std::string> args = {
+        server_binary, "--port",        port,       "--bind",
+        "127.0.0.1",   "--dir",         dir_,       "--logfile",
+        log,           "--daemonize",   "no",       "--appendonly",
+        "yes",         "--appendfsync", "everysec", "--maxmemory-policy",
+        "noeviction",  "--save",        ""};
     for (const auto& c : config) {
         const auto eq = c.find('=');
         args.push_back("--" + c.substr(0, eq));
@@ -138,9 +140,9 @@ void LocalRedis::stop()
 bool Snapshot::is_client_command(const std::string& cmdstat_name)
 {
     // The commands the control plane sends from the client side; scripts never call these.
-    static const char* const names[] = {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_xreadgroup",
-                                        "cmdstat_xautoclaim", "cmdstat_smembers",
-                                        "cmdstat_xgroup|create", "cmdstat_script|load"};
+    static const char* const names[] = {
+        "cmdstat_evalsha",  "cmdstat_eval",          "cmdstat_xreadgroup", "cmdstat_xautoclaim",
+        "cmdstat_smembers", "cmdstat_xgroup|create", "cmdstat_script|load"};
     for (const char* name : names) {
         if (cmdstat_name == name) return true;
     }
@@ -199,7 +201,7 @@ void AofMeter::sample(const Snapshot& s, long long jobs_done)
 
 const char* op_name(int op)
 {
-    static const char* const names[op_count] = {"submit", "take", "take (empty)", "advance",
+    static const char* const names[op_count] = {"submit", "take",   "take (empty)", "advance",
                                                 "renew",  "finish", "reap"};
     return op >= 0 && op < op_count ? names[op] : "?";
 }

@@ -44,8 +44,8 @@ private:
 
 /// What the server says about itself at one moment.
 struct Snapshot {
-    double cpu_all = 0;       ///< used_cpu_sys + used_cpu_user (all threads of the process)
-    double cpu_main = 0;      ///< the same for the main thread, the one that saturates
+    double cpu_all = 0;   ///< used_cpu_sys + used_cpu_user (all threads of the process)
+    double cpu_main = 0;  ///< the same for the main thread, the one that saturates
     double cpu_main_user = 0;
     double cpu_children = 0;  ///< forked children (AOF rewrites)
     long long used_memory = 0;

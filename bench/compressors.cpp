@@ -31,7 +31,8 @@ Result<std::vector<std::uint8_t>> zlib_gzip(int level, const std::vector<std::ui
     const int rc = deflate(&z, Z_FINISH);
     out.resize(z.total_out);
     deflateEnd(&z);
-    if (rc != Z_STREAM_END) return Status::io("zlib: deflate did not finish (" + std::to_string(rc) + ")");
+    if (rc != Z_STREAM_END)
+        return Status::io("zlib: deflate did not finish (" + std::to_string(rc) + ")");
     return out;
 }
 
@@ -42,7 +43,8 @@ Result<std::vector<std::uint8_t>> libdeflate_gzip(int level, const std::vector<s
         libdeflate_alloc_compressor(level), libdeflate_free_compressor);
     if (!c) return Status::io("libdeflate: no compressor at level " + std::to_string(level));
     std::vector<std::uint8_t> out(libdeflate_gzip_compress_bound(c.get(), in.size()));
-    const size_t n = libdeflate_gzip_compress(c.get(), in.data(), in.size(), out.data(), out.size());
+    const size_t n =
+        libdeflate_gzip_compress(c.get(), in.data(), in.size(), out.data(), out.size());
     if (n == 0) return Status::io("libdeflate: output did not fit its bound");
     out.resize(n);
     return out;
@@ -73,7 +75,8 @@ Result<std::vector<std::uint8_t>> isal_gzip(int level, const std::vector<std::ui
     z.next_out = out.data();
     z.avail_out = std::uint32_t(out.size());
     while (z.internal_state.state != ZSTATE_END) {
-        if (isal_deflate(&z) != COMP_OK || (z.avail_out == 0 && z.internal_state.state != ZSTATE_END)) {
+        if (isal_deflate(&z) != COMP_OK ||
+            (z.avail_out == 0 && z.internal_state.state != ZSTATE_END)) {
             return Status::io("isa-l: isal_deflate failed at level " + std::to_string(level));
         }
     }
@@ -122,7 +125,8 @@ Status check_gzip(const std::vector<std::uint8_t>& gz, const std::vector<std::ui
     const uLong used = z.total_in;
     const uLong produced = z.total_out;
     inflateEnd(&z);
-    if (rc != Z_STREAM_END) return Status::format("gzip stream does not inflate (zlib " + std::to_string(rc) + ")");
+    if (rc != Z_STREAM_END)
+        return Status::format("gzip stream does not inflate (zlib " + std::to_string(rc) + ")");
     if (used != gz.size()) {
         return Status::format("gzip stream has " + std::to_string(gz.size() - used) +
                               " bytes after its first member");

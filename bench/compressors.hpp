@@ -17,7 +17,7 @@ namespace ex2d::bench {
 struct GzipCandidate {
     std::string library;  ///< "zlib", "libdeflate" or "isa-l"
     int level = 0;
-    std::string note;     ///< e.g. "CFITSIO's level"
+    std::string note;  ///< e.g. "CFITSIO's level"
 };
 
 /// The candidates this build can run: zlib 1 and 6, libdeflate 1, 4 and 6, ISA-L 1, 2 and 3.

@@ -78,8 +78,9 @@ Result<std::vector<Sample>> time_steps(int repeat, const std::function<Status()>
         const auto t0 = std::chrono::steady_clock::now();
         const double c0 = process_cpu_seconds();
         EX2D_RETURN_NOT_OK(step());
-        samples.push_back({process_cpu_seconds() - c0,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+        samples.push_back(
+            {process_cpu_seconds() - c0,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
         if (between) between();
     }
     return samples;
@@ -118,12 +119,18 @@ Status stage_write_output(Context& ctx, std::vector<Row>& rows)
         service::FrameOutputs out = ctx.outputs;
         out.job.output = ctx.base + suffix;
         long long bytes = 0;
-        EX2D_ASSIGN_OR_RETURN(auto samples, time_steps(ctx.repeat, [&]() -> Status {
-            EX2D_ASSIGN_OR_RETURN(writer::WriteOutcome o,
-                                  writer::write_output(out, me, ctx.fsync, [] { return true; }, ledger));
-            bytes = o.bytes;
-            return Status::ok();
-        }, [&] { fs::remove(out.job.output); }));
+        EX2D_ASSIGN_OR_RETURN(auto samples,
+                              time_steps(
+                                  ctx.repeat,
+                                  [&]() -> Status {
+                                      EX2D_ASSIGN_OR_RETURN(
+                                          writer::WriteOutcome o,
+                                          writer::write_output(
+                                              out, me, ctx.fsync, [] { return true; }, ledger));
+                                      bytes = o.bytes;
+                                      return Status::ok();
+                                  },
+                                  [&] { fs::remove(out.job.output); }));
         rows.push_back({"write_output", suffix, std::move(samples), bytes,
                         ctx.fsync ? "with fsync" : "no fsync"});
     }
@@ -136,11 +143,15 @@ Status stage_write_frame(Context& ctx, std::vector<Row>& rows)
     for (const std::string& suffix : ctx.suffixes) {
         const std::string path = ctx.base + "-frame" + suffix;
         long long bytes = 0;
-        EX2D_ASSIGN_OR_RETURN(auto samples, time_steps(ctx.repeat, [&]() -> Status {
-            EX2D_RETURN_NOT_OK(write_frame(path, ctx.outputs.frame, prov));
-            bytes = file_bytes(path);
-            return Status::ok();
-        }, [&] { fs::remove(path); }));
+        EX2D_ASSIGN_OR_RETURN(
+            auto samples, time_steps(
+                              ctx.repeat,
+                              [&]() -> Status {
+                                  EX2D_RETURN_NOT_OK(write_frame(path, ctx.outputs.frame, prov));
+                                  bytes = file_bytes(path);
+                                  return Status::ok();
+                              },
+                              [&] { fs::remove(path); }));
         rows.push_back({"write_frame", suffix, std::move(samples), bytes, ""});
     }
     return Status::ok();
@@ -154,23 +165,27 @@ Status stage_result(Context& ctx, std::vector<Row>& rows)
     std::vector<zmq::message_t> parts;
     long long bytes = 0;
     EX2D_ASSIGN_OR_RETURN(auto encode, time_steps(ctx.repeat, [&]() -> Status {
-        parts = wire::encode(service::encode_result(ctx.outputs));
-        bytes = 0;
-        for (const auto& p : parts) bytes += (long long)p.size();
-        return Status::ok();
-    }));
-    rows.push_back({"result", "encode (worker)", std::move(encode), bytes, "FrameOutputs copied in"});
+                              parts = wire::encode(service::encode_result(ctx.outputs));
+                              bytes = 0;
+                              for (const auto& p : parts) bytes += (long long)p.size();
+                              return Status::ok();
+                          }));
+    rows.push_back(
+        {"result", "encode (worker)", std::move(encode), bytes, "FrameOutputs copied in"});
     EX2D_ASSIGN_OR_RETURN(auto decode, time_steps(ctx.repeat, [&]() -> Status {
-        std::vector<zmq::message_t> received;
-        for (const auto& p : parts) received.emplace_back(p.data(), p.size());
-        wire::DecodeError error;
-        auto message = wire::decode(std::move(received), error);
-        if (!message) return Status::format("RESULT: " + error.detail);
-        EX2D_ASSIGN_OR_RETURN(service::FrameOutputs out, service::decode_result(*message));
-        return out.frame.nspec == ctx.outputs.frame.nspec ? Status::ok()
-                                                           : Status::format("RESULT: nspec differs");
-    }));
-    rows.push_back({"result", "decode (writer)", std::move(decode), bytes, "receive copy included"});
+                              std::vector<zmq::message_t> received;
+                              for (const auto& p : parts) received.emplace_back(p.data(), p.size());
+                              wire::DecodeError error;
+                              auto message = wire::decode(std::move(received), error);
+                              if (!message) return Status::format("RESULT: " + error.detail);
+                              EX2D_ASSIGN_OR_RETURN(service::FrameOutputs out,
+                                                    service::decode_result(*message));
+                              return out.frame.nspec == ctx.outputs.frame.nspec
+                                         ? Status::ok()
+                                         : Status::format("RESULT: nspec differs");
+                          }));
+    rows.push_back(
+        {"result", "decode (writer)", std::move(decode), bytes, "receive copy included"});
     return Status::ok();
 }
 
@@ -192,11 +207,13 @@ Status stage_gzip(Context& ctx, std::vector<Row>& rows)
     for (const GzipCandidate& c : gzip_candidates()) {
         std::vector<std::uint8_t> gz;
         EX2D_ASSIGN_OR_RETURN(auto samples, time_steps(ctx.repeat, [&]() -> Status {
-            EX2D_ASSIGN_OR_RETURN(gz, gzip(c, ctx.fits));
-            return Status::ok();
-        }));
+                                  EX2D_ASSIGN_OR_RETURN(gz, gzip(c, ctx.fits));
+                                  return Status::ok();
+                              }));
         const Status valid = check_gzip(gz, ctx.fits);
-        if (!valid.is_ok()) return Status(valid.code(), c.library + " " + std::to_string(c.level) + ": " + valid.message());
+        if (!valid.is_ok())
+            return Status(valid.code(),
+                          c.library + " " + std::to_string(c.level) + ": " + valid.message());
         rows.push_back({"gzip", c.library + " " + std::to_string(c.level), std::move(samples),
                         (long long)gz.size(), c.note});
     }
@@ -209,7 +226,8 @@ std::vector<Stage> all_stages()
         {"write_output", "the writer service's write (identity check, temporary, rename, checksum)",
          stage_write_output},
         {"write_frame", "the engine's frame writer alone", stage_write_frame},
-        {"result", "the RESULT message: the worker's encoding, the writer's decoding", stage_result},
+        {"result", "the RESULT message: the worker's encoding, the writer's decoding",
+         stage_result},
         {"gzip", "gzip candidates on the frame's FITS bytes (single member, checked with zlib)",
          stage_gzip},
     };
@@ -217,7 +235,9 @@ std::vector<Stage> all_stages()
 
 void print_report(const std::vector<Row>& rows, long long fits_bytes)
 {
-    std::printf("\n| stage | candidate | reps | CPU s mean | CPU s min | wall s mean | size MB | ratio | note |\n");
+    std::printf(
+        "\n| stage | candidate | reps | CPU s mean | CPU s min | wall s mean | size MB | ratio | "
+        "note |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
         double cpu = 0, wall = 0, cpu_min = 1e300;
@@ -227,7 +247,8 @@ void print_report(const std::vector<Row>& rows, long long fits_bytes)
             cpu_min = std::min(cpu_min, s.cpu_s);
         }
         const double n = double(std::max<size_t>(r.samples.size(), 1));
-        const double ratio = fits_bytes > 0 && r.bytes > 0 ? double(fits_bytes) / double(r.bytes) : 0;
+        const double ratio =
+            fits_bytes > 0 && r.bytes > 0 ? double(fits_bytes) / double(r.bytes) : 0;
         std::printf("| %s | %s | %zu | %.3f | %.3f | %.3f | %.1f | %.2f | %s |\n", r.stage.c_str(),
                     r.candidate.c_str(), r.samples.size(), cpu / n, cpu_min, wall / n,
                     double(r.bytes) / 1e6, ratio, r.note.c_str());
@@ -238,8 +259,9 @@ void print_report(const std::vector<Row>& rows, long long fits_bytes)
 
 int main(int argc, char** argv)
 {
-    CLI::App app{"ex2d-data-plane-bench: CPU and wall seconds per step of a full-size frame "
-                 "through the data plane"};
+    CLI::App app{
+        "ex2d-data-plane-bench: CPU and wall seconds per step of a full-size frame "
+        "through the data plane"};
     FrameSource source;
     Context ctx;
     std::vector<std::string> selected;
@@ -248,7 +270,8 @@ int main(int argc, char** argv)
     app.add_option("--frame", source.frame, "frame file to use (else --psf, else synthetic)");
     app.add_option("--psf", source.psf, "PSF: simulate a full r0 frame and extract it once");
     app.add_option("--threads", source.threads, "threads for that extraction");
-    app.add_option("--save-frame", save_frame, "write the frame used here (uncompressed), for --frame");
+    app.add_option("--save-frame", save_frame,
+                   "write the frame used here (uncompressed), for --frame");
     app.add_option("--stage", selected, "stages to run (repeatable; default all)");
     app.add_flag("--list", list, "list the stages and exit");
     app.add_option("-n,--repeat", ctx.repeat, "repetitions per step")->check(CLI::PositiveNumber);
@@ -264,14 +287,17 @@ int main(int argc, char** argv)
         return 0;
     }
     for (const std::string& name : selected) {
-        if (std::none_of(stages.begin(), stages.end(), [&](const Stage& s) { return s.name == name; })) {
-            std::fprintf(stderr, "ex2d-data-plane-bench: no stage '%s' (see --list)\n", name.c_str());
+        if (std::none_of(stages.begin(), stages.end(),
+                         [&](const Stage& s) { return s.name == name; })) {
+            std::fprintf(stderr, "ex2d-data-plane-bench: no stage '%s' (see --list)\n",
+                         name.c_str());
             return 2;
         }
     }
     const bool own_dir = ctx.dir.empty();
     if (own_dir) {
-        ctx.dir = (fs::temp_directory_path() / ("ex2d-data-plane-" + std::to_string(::getpid()))).string();
+        ctx.dir = (fs::temp_directory_path() / ("ex2d-data-plane-" + std::to_string(::getpid())))
+                      .string();
     }
     fs::create_directories(ctx.dir);
     auto made = make_bench_frame(source, ctx.dir);
@@ -292,16 +318,19 @@ int main(int argc, char** argv)
             return 1;
         }
     }
-    std::printf("ex2d-data-plane-bench: frame %d fibres x %d bins x %d diagonals (%s), %d "
-                "repetitions, folder %s\n", ctx.outputs.frame.nspec, ctx.outputs.frame.nwave,
-                ctx.outputs.frame.ndiag,
-                !source.frame.empty() ? source.frame.c_str()
-                                      : !source.psf.empty() ? "extracted" : "synthetic",
-                ctx.repeat, ctx.dir.c_str());
+    std::printf(
+        "ex2d-data-plane-bench: frame %d fibres x %d bins x %d diagonals (%s), %d "
+        "repetitions, folder %s\n",
+        ctx.outputs.frame.nspec, ctx.outputs.frame.nwave, ctx.outputs.frame.ndiag,
+        !source.frame.empty() ? source.frame.c_str()
+        : !source.psf.empty() ? "extracted"
+                              : "synthetic",
+        ctx.repeat, ctx.dir.c_str());
     std::vector<Row> rows;
     int rc = 0;
     for (const Stage& s : stages) {
-        if (!selected.empty() && std::find(selected.begin(), selected.end(), s.name) == selected.end()) {
+        if (!selected.empty() &&
+            std::find(selected.begin(), selected.end(), s.name) == selected.end()) {
             continue;
         }
         const Status st = s.run(ctx, rows);

@@ -63,8 +63,8 @@ Job make_job(long long index, const std::string& lane, const std::string& campai
     // About 30 exposures a night, nights on a simple 12 x 28-day calendar: only the lengths
     // and the grouping matter here.
     const long long day = exposure / 30;
-    std::snprintf(night, sizeof night, "%04lld%02lld%02lld", 2026 + day / 336,
-                  1 + (day / 28) % 12, 1 + day % 28);
+    std::snprintf(night, sizeof night, "%04lld%02lld%02lld", 2026 + day / 336, 1 + (day / 28) % 12,
+                  1 + day % 28);
     Job j;
     j.camera = std::string(1, kArms[cam / 10]) + char('0' + cam % 10);
     j.lane = lane;
@@ -94,8 +94,12 @@ long long job_index(const Job& job)
 
 Fleet::Fleet(const BenchOptions& options, const service::RedisOptions& redis, std::string ns,
              std::string stream)
-    : options_(options), redis_(redis), ns_(std::move(ns)), stream_(std::move(stream)),
-      pid_(int(::getpid())), finishes_(new std::atomic<int>[std::size_t(options.jobs)])
+    : options_(options),
+      redis_(redis),
+      ns_(std::move(ns)),
+      stream_(std::move(stream)),
+      pid_(int(::getpid())),
+      finishes_(new std::atomic<int>[std::size_t(options.jobs)])
 {
     char host[256] = "localhost";
     ::gethostname(host, sizeof host - 1);
@@ -157,8 +161,8 @@ void Fleet::process(ControlPlane& plane, Job job, int number, OpTimes& times)
     const service::Actor writer{"bench-writer-" + std::to_string(number), host_, pid_};
     // Only a first delivery dies, so that the re-delivered copy completes; where the holder
     // dies cycles through the three states a frame can be held in.
-    const bool dies = job.epoch == 1 &&
-                      double(mix(std::uint64_t(index)) % 1000000) < options_.die_fraction * 1e6;
+    const bool dies =
+        job.epoch == 1 && double(mix(std::uint64_t(index)) % 1000000) < options_.die_fraction * 1e6;
     const int dies_after = int(mix(std::uint64_t(index) + 1) % 3);
     auto drop = [&] {
         ++died;
@@ -169,8 +173,10 @@ void Fleet::process(ControlPlane& plane, Job job, int number, OpTimes& times)
         const auto start = Clock::now();
         Result<Fence> fence = call();
         times.add(op, start);
-        if (!fence.is_ok()) ++errors;
-        else if (fence.value() != Fence::applied) ++fence_refused;
+        if (!fence.is_ok())
+            ++errors;
+        else if (fence.value() != Fence::applied)
+            ++fence_refused;
         return fence.is_ok() && fence.value() == Fence::applied;
     };
     if (dies && dies_after == 0) return drop();

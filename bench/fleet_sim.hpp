@@ -26,10 +26,10 @@ struct BenchOptions {
     long long lease_ms = 2000;
     int reap_interval_ms = 500;
     int max_deliveries = 5;
-    int work_ms = 0;              ///< the no-op extraction's sleep
+    int work_ms = 0;  ///< the no-op extraction's sleep
     std::string lane = "campaign";
     double progress_s = 5;
-    double max_seconds = 1800;    ///< gives up (and reports the jobs lost) past this
+    double max_seconds = 1800;  ///< gives up (and reports the jobs lost) past this
 };
 
 constexpr int kCameras = 30;
@@ -56,10 +56,10 @@ public:
     long long finish_as_zombies();
 
     std::atomic<bool> stop{false};
-    std::atomic<long long> finished{0};       ///< distinct jobs finished
-    std::atomic<long long> duplicates{0};     ///< finishes applied to a job already finished
-    std::atomic<long long> redelivered{0};    ///< jobs handed out again by the reaper
-    std::atomic<long long> died{0};           ///< jobs dropped by a "dying" holder
+    std::atomic<long long> finished{0};     ///< distinct jobs finished
+    std::atomic<long long> duplicates{0};   ///< finishes applied to a job already finished
+    std::atomic<long long> redelivered{0};  ///< jobs handed out again by the reaper
+    std::atomic<long long> died{0};         ///< jobs dropped by a "dying" holder
     std::atomic<long long> dead_lettered{0};
     std::atomic<long long> fence_refused{0};  ///< live holders refused (lease lost)
     std::atomic<long long> empty_polls{0};
@@ -79,7 +79,7 @@ private:
     std::unique_ptr<std::atomic<int>[]> finishes_;  ///< applied finishes per job
     std::mutex mutex_;
     std::deque<service::Job> redeliver_;
-    std::vector<service::Job> zombies_;             ///< dropped jobs, with their old epoch
+    std::vector<service::Job> zombies_;  ///< dropped jobs, with their old epoch
 };
 
 }  // namespace ex2d::bench

@@ -61,8 +61,10 @@ void submit_all(Run& run, RedisClient& admin)
                 const auto start = Clock::now();
                 auto queued = plane.submit(make_job(i, run.lane, run.campaign, run.stream), false);
                 times[std::size_t(t)].add(op_submit, start);
-                if (!queued.is_ok()) ++errors;
-                else if (!queued.value()) ++skipped;
+                if (!queued.is_ok())
+                    ++errors;
+                else if (!queued.value())
+                    ++skipped;
                 ++done;
             }
             --running;
@@ -115,10 +117,11 @@ void process_all(Run& run, Fleet& fleet, RedisClient& admin)
         }
         if (t < next_report) continue;
         const long long n = fleet.finished;
-        std::printf("  %6.1f s  finished %7lld  %8.0f jobs/s (last %.0f s: %.0f)  redelivered %lld"
-                    "  died %lld\n",
-                    t, n, double(n) / t, t - last_t, double(n - last_n) / (t - last_t),
-                    fleet.redelivered.load(), fleet.died.load());
+        std::printf(
+            "  %6.1f s  finished %7lld  %8.0f jobs/s (last %.0f s: %.0f)  redelivered %lld"
+            "  died %lld\n",
+            t, n, double(n) / t, t - last_t, double(n - last_n) / (t - last_t),
+            fleet.redelivered.load(), fleet.died.load());
         std::fflush(stdout);
         last_n = n;
         last_t = t;
@@ -132,9 +135,10 @@ void process_all(Run& run, Fleet& fleet, RedisClient& admin)
 
 void print_latencies(OpTimes& times)
 {
-    std::printf("\nlatency per operation (ms; take = the reader path: SMEMBERS, XREADGROUP per "
-                "lane, take script)\n  %-13s %9s %8s %8s %8s\n",
-                "operation", "count", "p50", "p99", "max");
+    std::printf(
+        "\nlatency per operation (ms; take = the reader path: SMEMBERS, XREADGROUP per "
+        "lane, take script)\n  %-13s %9s %8s %8s %8s\n",
+        "operation", "count", "p50", "p99", "max");
     for (int op = 0; op < op_count; ++op) {
         auto& v = times.us[std::size_t(op)];
         if (v.empty()) continue;
@@ -163,24 +167,29 @@ void print_saturation(const Run& run, const Snapshot& s0, const Snapshot& s1, co
     }
     const double cpu_job = cpu_submit + cpu_process;
     const double max_jobs = 1.0 / cpu_job;
-    std::printf("\nwhere it saturates (%s)\n", steady ? "steady phase, 10%..90% finished"
-                                                     : "whole processing phase");
+    std::printf("\nwhere it saturates (%s)\n",
+                steady ? "steady phase, 10%..90% finished" : "whole processing phase");
     std::printf("  Redis main-thread CPU per job: %.1f us (submit %.1f + processing %.1f)\n",
                 cpu_job * 1e6, cpu_submit * 1e6, cpu_process * 1e6);
-    std::printf("  ceiling: ~%.0f jobs/s = %.1f M frames/hour; 300,000 frames in %.0f s (%.1f min)"
-                "\n", max_jobs, max_jobs * 3600 / 1e6, 300000 * cpu_job, 300000 * cpu_job / 60);
+    std::printf(
+        "  ceiling: ~%.0f jobs/s = %.1f M frames/hour; 300,000 frames in %.0f s (%.1f min)"
+        "\n",
+        max_jobs, max_jobs * 3600 / 1e6, 300000 * cpu_job, 300000 * cpu_job / 60);
     std::printf("  (with submission done beforehand, processing alone: ~%.0f jobs/s)\n",
                 1.0 / cpu_process);
-    std::printf("  workers one Redis keeps busy: %.0f at 1 s per frame (the GPU goal), %.0f at "
-                "13 s per frame (a 2-core CPU node)\n", max_jobs * 1.0, max_jobs * 13.0);
+    std::printf(
+        "  workers one Redis keeps busy: %.0f at 1 s per frame (the GPU goal), %.0f at "
+        "13 s per frame (a 2-core CPU node)\n",
+        max_jobs * 1.0, max_jobs * 13.0);
     std::printf("  Redis CPU share while processing: %.2f (main thread %.2f) of one core\n",
                 share_all, share_main);
     if (share_main >= 0.85) {
         std::printf("  -> Redis is the bottleneck of this run: its one thread is nearly busy\n");
     } else {
-        std::printf("  -> the clients are the bottleneck of this run (%d simulated processes "
-                    "share %u cores with Redis); Redis had %.0f%% of its thread to spare\n",
-                    run.o.workers, std::thread::hardware_concurrency(), 100 * (1 - share_main));
+        std::printf(
+            "  -> the clients are the bottleneck of this run (%d simulated processes "
+            "share %u cores with Redis); Redis had %.0f%% of its thread to spare\n",
+            run.o.workers, std::thread::hardware_concurrency(), 100 * (1 - share_main));
     }
 }
 
@@ -192,13 +201,15 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
                 run.submit_wall, n / run.submit_wall, run.o.submitters);
     const double steady_s = double(fleet.t_90_us - fleet.t_10_us) / 1e6;
     const double steady = steady_s > 0 ? 0.8 * n / steady_s : 0.0;
-    std::printf("process: wall %.1f s, sustained %.0f jobs/s (10%%..90%% finished), overall "
-                "%.0f jobs/s\n",
-                run.process_wall, steady, double(fleet.finished) / run.process_wall);
-    std::printf("\nround trips per job (client commands, from INFO commandstats): submit %.2f, "
-                "processing %.2f (%lld empty polls in all)\n",
-                double(s1.client_calls() - s0.client_calls()) / n,
-                double(s2.client_calls() - s1.client_calls()) / n, fleet.empty_polls.load());
+    std::printf(
+        "process: wall %.1f s, sustained %.0f jobs/s (10%%..90%% finished), overall "
+        "%.0f jobs/s\n",
+        run.process_wall, steady, double(fleet.finished) / run.process_wall);
+    std::printf(
+        "\nround trips per job (client commands, from INFO commandstats): submit %.2f, "
+        "processing %.2f (%lld empty polls in all)\n",
+        double(s1.client_calls() - s0.client_calls()) / n,
+        double(s2.client_calls() - s1.client_calls()) / n, fleet.empty_polls.load());
     std::printf("Redis commands per job, those run by scripts included: %.1f\n",
                 double(s2.all_calls() - s0.all_calls()) / n);
     // Time inside the commands the clients send (a script's time includes its commands); the
@@ -216,15 +227,18 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
     }
     std::printf("; in all %.1f of %.1f us of main-thread CPU\n", inside,
                 (s2.cpu_main - s0.cpu_main) * 1e6 / n);
-    std::printf("\nRedis CPU per 100,000 jobs: %.1f s (main thread %.1f s, of which user %.1f s; "
-                "submit %.1f s, processing %.1f s); AOF rewrite children %.1f s, %lld rewrites\n",
-                (s2.cpu_all - s0.cpu_all) * per100k, (s2.cpu_main - s0.cpu_main) * per100k,
-                (s2.cpu_main_user - s0.cpu_main_user) * per100k,
-                (s1.cpu_all - s0.cpu_all) * per100k, (s2.cpu_all - s1.cpu_all) * per100k,
-                (s2.cpu_children - s0.cpu_children) * per100k, s2.aof_rewrites - s0.aof_rewrites);
+    std::printf(
+        "\nRedis CPU per 100,000 jobs: %.1f s (main thread %.1f s, of which user %.1f s; "
+        "submit %.1f s, processing %.1f s); AOF rewrite children %.1f s, %lld rewrites\n",
+        (s2.cpu_all - s0.cpu_all) * per100k, (s2.cpu_main - s0.cpu_main) * per100k,
+        (s2.cpu_main_user - s0.cpu_main_user) * per100k, (s1.cpu_all - s0.cpu_all) * per100k,
+        (s2.cpu_all - s1.cpu_all) * per100k, (s2.cpu_children - s0.cpu_children) * per100k,
+        s2.aof_rewrites - s0.aof_rewrites);
     const double mib = 1024.0 * 1024.0;
-    std::printf("Redis memory per 100,000 jobs: %.1f MiB (used_memory growth); kept after the "
-                "run:\n", double(s2.used_memory - s0.used_memory) * per100k / mib);
+    std::printf(
+        "Redis memory per 100,000 jobs: %.1f MiB (used_memory growth); kept after the "
+        "run:\n",
+        double(s2.used_memory - s0.used_memory) * per100k / mib);
     std::printf("  job stream: XLEN %lld (acknowledged entries stay until trimmed), %.1f MiB\n",
                 v.stream_length, double(v.stream_bytes) * per100k / mib);
     std::printf("  frame hashes: %.0f bytes each (%s), %.1f MiB\n", v.frame_bytes,
@@ -234,25 +248,27 @@ int report(Run& run, Fleet& fleet, const Snapshot& s0, const Snapshot& s1, const
     std::printf("  events stream: XLEN %lld (MAXLEN ~ 100000), %.1f MiB in all\n", v.events_length,
                 double(v.events_bytes) / mib);
     const double aof_job = run.aof_submit.bytes_per_job() + run.aof_process.bytes_per_job();
-    std::printf("AOF appended: %.1f KiB per job = %.0f MiB per 100,000 jobs (submit %.1f KiB, "
-                "processing %.1f KiB per job); %.1f MiB at the end, after %lld automatic "
-                "rewrites\n",
-                aof_job / 1024, aof_job * 1e5 / mib, run.aof_submit.bytes_per_job() / 1024,
-                run.aof_process.bytes_per_job() / 1024, double(s2.aof_size) / mib,
-                s2.aof_rewrites - s0.aof_rewrites);
+    std::printf(
+        "AOF appended: %.1f KiB per job = %.0f MiB per 100,000 jobs (submit %.1f KiB, "
+        "processing %.1f KiB per job); %.1f MiB at the end, after %lld automatic "
+        "rewrites\n",
+        aof_job / 1024, aof_job * 1e5 / mib, run.aof_submit.bytes_per_job() / 1024,
+        run.aof_process.bytes_per_job() / 1024, double(s2.aof_size) / mib,
+        s2.aof_rewrites - s0.aof_rewrites);
 
     print_latencies(run.times);
     print_saturation(run, s0, s1, s2);
 
     const long long lost = run.o.jobs - fleet.finished;
-    std::printf("\ncounts: submitted %lld (skipped %lld), finished %lld, died %lld, "
-                "redelivered %lld"
-                " (done on a later delivery per Redis: %lld), dead-lettered %lld, leases lost by "
-                "live holders %lld, client errors %lld\n",
-                run.o.jobs - run.submit_skipped - run.submit_errors, run.submit_skipped,
-                fleet.finished.load(), fleet.died.load(), fleet.redelivered.load(),
-                v.frames_later_attempt, fleet.dead_lettered.load(), fleet.fence_refused.load(),
-                fleet.errors.load() + run.submit_errors);
+    std::printf(
+        "\ncounts: submitted %lld (skipped %lld), finished %lld, died %lld, "
+        "redelivered %lld"
+        " (done on a later delivery per Redis: %lld), dead-lettered %lld, leases lost by "
+        "live holders %lld, client errors %lld\n",
+        run.o.jobs - run.submit_skipped - run.submit_errors, run.submit_skipped,
+        fleet.finished.load(), fleet.died.load(), fleet.redelivered.load(), v.frames_later_attempt,
+        fleet.dead_lettered.load(), fleet.fence_refused.load(),
+        fleet.errors.load() + run.submit_errors);
     struct Check {
         const char* what;
         long long value;
@@ -296,10 +312,11 @@ int run_bench(Run& run, bool own_server)
         (void)admin.command({"SADD", plane.key("campaigns"), run.campaign});
         (void)admin.command({"SADD", plane.key("campaigns:active"), run.campaign});
     }
-    std::printf("ex2d-queue-bench: %lld jobs (%lld exposures x %d cameras), %d simulated workers, "
-                "lane %s, Redis %s:%d, namespace %s\n",
-                run.o.jobs, (run.o.jobs + kCameras - 1) / kCameras, kCameras, run.o.workers,
-                run.lane.c_str(), run.redis.host.c_str(), run.redis.port, run.ns.c_str());
+    std::printf(
+        "ex2d-queue-bench: %lld jobs (%lld exposures x %d cameras), %d simulated workers, "
+        "lane %s, Redis %s:%d, namespace %s\n",
+        run.o.jobs, (run.o.jobs + kCameras - 1) / kCameras, kCameras, run.o.workers,
+        run.lane.c_str(), run.redis.host.c_str(), run.redis.port, run.ns.c_str());
     auto s0 = snapshot(admin);
     submit_all(run, admin);
     auto s1 = snapshot(admin);
@@ -338,7 +355,8 @@ int main(int argc, char** argv)
     app.add_option("--submitters", run.o.submitters, "Connections submitting")
         ->capture_default_str();
     app.add_option("--die-fraction", run.o.die_fraction,
-                   "Fraction of jobs whose first holder dies holding them")->capture_default_str();
+                   "Fraction of jobs whose first holder dies holding them")
+        ->capture_default_str();
     app.add_option("--lease-ms", run.o.lease_ms, "Lease given to the reaper")
         ->capture_default_str();
     app.add_option("--reap-interval-ms", run.o.reap_interval_ms, "Reaper period")
@@ -351,7 +369,8 @@ int main(int argc, char** argv)
         ->capture_default_str();
     app.add_option("--max-seconds", run.o.max_seconds, "Give up processing after this")
         ->capture_default_str();
-    app.add_option("--redis-port", port, "Use the Redis on this loopback port (keys under a fresh "
+    app.add_option("--redis-port", port,
+                   "Use the Redis on this loopback port (keys under a fresh "
                    "namespace, deleted at the end) instead of starting one");
     app.add_option("--redis-server", server, "redis-server binary to start")->capture_default_str();
     app.add_option("--redis-config", server_config,

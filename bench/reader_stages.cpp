@@ -81,7 +81,8 @@ int main(int argc, char** argv)
         for (auto& p : parts) bytes += p.size();
         std::printf("load (read+encode)     %7.3f  %7.3f\n", c1 - c0, w1 - w0);
         std::printf("encode_frame           %7.3f  %7.3f\n", c2 - c1, w2 - w1);
-        std::printf("wire::encode           %7.3f  %7.3f  (%zu MB)\n", c3 - c2, w3 - w2, bytes >> 20);
+        std::printf("wire::encode           %7.3f  %7.3f  (%zu MB)\n", c3 - c2, w3 - w2,
+                    bytes >> 20);
         std::printf("total                  %7.3f  %7.3f\n", c3 - c0, w3 - w0);
 
         double c4 = cpu_now(), w4 = wall_now();
@@ -113,7 +114,8 @@ int main(int argc, char** argv)
         double c8 = cpu_now(), w8 = wall_now();
         image_memory = std::move(inputs.value().image);
         weights_memory = std::move(inputs.value().weights);
-        std::printf("ipc send+receive       %7.3f  %7.3f  (both ends, ZeroMQ's threads included)\n", c5 - c4, w5 - w4);
+        std::printf("ipc send+receive       %7.3f  %7.3f  (both ends, ZeroMQ's threads included)\n",
+                    c5 - c4, w5 - w4);
         std::printf("worker decode (f64, reused planes)%7.3f  %7.3f\n", c6 - c5, w6 - w5);
         std::printf("memcpy, reused memory  %7.3f  %7.3f\n", c8 - c7, w8 - w7);
     }

@@ -117,8 +117,8 @@ Status delete_namespace(RedisClient& redis, const std::string& ns)
 {
     std::string cursor = "0";
     do {
-        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.command({"SCAN", cursor, "MATCH", ns + ":*",
-                                                           "COUNT", "1000"}));
+        EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                              redis.command({"SCAN", cursor, "MATCH", ns + ":*", "COUNT", "1000"}));
         if (v.is_error() || v.elements.size() != 2) return Status::io("redis SCAN: " + v.str);
         cursor = v.elements[0].str;
         std::vector<std::string> unlink = {"UNLINK"};

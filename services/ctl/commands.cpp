@@ -39,7 +39,8 @@ namespace {
 
 std::string fill(std::string text, const std::string& key, const std::string& value)
 {
-    for (auto pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos + value.size())) {
+    for (auto pos = text.find(key); pos != std::string::npos;
+         pos = text.find(key, pos + value.size())) {
         text.replace(pos, key.size(), value);
     }
     return text;
@@ -87,16 +88,19 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     job.campaign = a.lane == "nightly" ? "nightly" : a.campaign;
     job.job = job.campaign + "/" + job.expid + "/" + job.camera;
     job.preproc = p.string();
-    job.psf = fs::absolute(fill(fill(fill(a.psf_template, "{night}", job.night), "{expid}", job.expid),
-                                "{camera}", job.camera)).string();
+    job.psf =
+        fs::absolute(fill(fill(fill(a.psf_template, "{night}", job.night), "{expid}", job.expid),
+                          "{camera}", job.camera))
+            .string();
     std::string compression = a.compression;
     if (compression == "env") {
         const char* env = std::getenv("DESI_COMPRESSION");
         compression = env && std::string(env) == "NONE" ? "none" : "gz";
     }
-    job.output = (fs::absolute(a.output_root) / "exposures" / job.night / job.expid /
-                  ("frame-" + job.camera + "-" + job.expid + ".fits" + (compression == "gz" ? ".gz" : "")))
-                     .string();
+    job.output =
+        (fs::absolute(a.output_root) / "exposures" / job.night / job.expid /
+         ("frame-" + job.camera + "-" + job.expid + ".fits" + (compression == "gz" ? ".gz" : "")))
+            .string();
     ExtractionOptions opt = a.options;
     const ArmDefaults arm = arm_defaults(parse_arm(job.camera).value());
     if (a.wavelength == "auto") {
@@ -136,10 +140,14 @@ ExtractionOptions checked_options(const SubmitArgs& a)
 
 void check_submit_args(SubmitArgs& a)
 {
-    if (a.lane != "nightly" && a.lane != "campaign") throw CtlExit{kExitUsage, "--lane must be nightly or campaign"};
-    if (a.lane == "campaign" && a.campaign.empty()) throw CtlExit{kExitUsage, "--campaign is required for the campaign lane"};
-    if (a.lane == "campaign" && (a.campaign == "nightly" || a.campaign.find_first_of(":/ ") != std::string::npos)) {
-        throw CtlExit{kExitUsage, "--campaign '" + a.campaign + "': a name without ':', '/', spaces, not 'nightly'"};
+    if (a.lane != "nightly" && a.lane != "campaign")
+        throw CtlExit{kExitUsage, "--lane must be nightly or campaign"};
+    if (a.lane == "campaign" && a.campaign.empty())
+        throw CtlExit{kExitUsage, "--campaign is required for the campaign lane"};
+    if (a.lane == "campaign" &&
+        (a.campaign == "nightly" || a.campaign.find_first_of(":/ ") != std::string::npos)) {
+        throw CtlExit{kExitUsage, "--campaign '" + a.campaign +
+                                      "': a name without ':', '/', spaces, not 'nightly'"};
     }
     a.options = checked_options(a);
 }
@@ -147,9 +155,12 @@ void check_submit_args(SubmitArgs& a)
 int submit(Connection& c, const SubmitArgs& a)
 {
     std::vector<std::string> files = a.preproc;
-    if (!a.exposure_dir.empty()) for (auto& f : preproc_files_in(a.exposure_dir, false)) files.push_back(f);
-    if (!a.night_dir.empty()) for (auto& f : preproc_files_in(a.night_dir, true)) files.push_back(f);
-    if (!a.tree.empty()) for (auto& f : preproc_files_in(a.tree, true)) files.push_back(f);
+    if (!a.exposure_dir.empty())
+        for (auto& f : preproc_files_in(a.exposure_dir, false)) files.push_back(f);
+    if (!a.night_dir.empty())
+        for (auto& f : preproc_files_in(a.night_dir, true)) files.push_back(f);
+    if (!a.tree.empty())
+        for (auto& f : preproc_files_in(a.tree, true)) files.push_back(f);
     if (!a.list_file.empty()) {
         std::ifstream in(a.list_file);
         if (!in) throw CtlExit{kExitUsage, a.list_file + ": cannot read"};
@@ -159,7 +170,8 @@ int submit(Connection& c, const SubmitArgs& a)
     }
     if (files.empty()) throw CtlExit{kExitUsage, "nothing to submit: no preproc files found"};
     std::vector<Job> jobs;
-    for (const auto& f : files) jobs.push_back(job_for(f, a));  // every name checked before any is queued
+    for (const auto& f : files)
+        jobs.push_back(job_for(f, a));  // every name checked before any is queued
     std::string stream = c.plane->nightly_stream();
     if (a.lane == "campaign") {
         stream = c.plane->campaign_stream(a.campaign);
@@ -179,7 +191,8 @@ int submit(Connection& c, const SubmitArgs& a)
         if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
         r.value() ? ++queued : ++skipped;
         out.push_back({{"job", job.job}, {"queued", r.value()}, {"output", job.output}});
-        if (!a.json && !r.value()) std::cout << "skipped " << job.job << ": already queued, running or done\n";
+        if (!a.json && !r.value())
+            std::cout << "skipped " << job.job << ": already queued, running or done\n";
     }
     if (a.lane == "campaign") {
         must(c.redis->command({"HINCRBY", c.plane->key("campaign:" + a.campaign), "nframes",
@@ -196,13 +209,15 @@ int submit(Connection& c, const SubmitArgs& a)
 
 namespace {
 
-std::vector<std::string> frame_keys(Connection& c, const std::string& campaign, const std::string& expid)
+std::vector<std::string> frame_keys(Connection& c, const std::string& campaign,
+                                    const std::string& expid)
 {
     std::vector<std::string> keys;
     std::string cursor = "0";
     do {
         auto r = must(c.redis->command({"SCAN", cursor, "MATCH",
-                                        c.plane->key("frame:" + campaign + ":" + expid + ":*"), "COUNT", "1000"}));
+                                        c.plane->key("frame:" + campaign + ":" + expid + ":*"),
+                                        "COUNT", "1000"}));
         cursor = r.elements.at(0).str;
         for (const auto& k : r.elements.at(1).elements) keys.push_back(k.str);
     } while (cursor != "0");
@@ -214,7 +229,8 @@ std::vector<std::string> frame_keys(Connection& c, const std::string& campaign, 
 
 std::string exposure_id_error(const std::string& text)
 {
-    if (text.empty() || text.size() > 8 || text.find_first_not_of("0123456789") != std::string::npos) {
+    if (text.empty() || text.size() > 8 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
         return "an exposure id is 1 to 8 digits, got '" + text + "'";
     }
     return {};
@@ -241,7 +257,8 @@ int requeue(Connection& c, const std::string& exposure, const std::string& campa
     std::vector<std::pair<std::string, std::string>> exposures;  // campaign, expid
     if (!exposure.empty()) exposures.emplace_back(campaign, exposure_id(exposure));
     if (!night.empty()) {
-        for (const auto& m : must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
+        for (const auto& m :
+             must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
             const auto colon = m.str.rfind(':');
             exposures.emplace_back(m.str.substr(0, colon), m.str.substr(colon + 1));
         }
@@ -255,20 +272,26 @@ int requeue(Connection& c, const std::string& exposure, const std::string& campa
             const std::string state = h.value("state", "");
             if (state != "failed" && state != "dead") continue;
             std::vector<std::pair<std::string, std::string>> fields;
-            for (auto it = h.begin(); it != h.end(); ++it) fields.emplace_back(it.key(), it.value());
+            for (auto it = h.begin(); it != h.end(); ++it)
+                fields.emplace_back(it.key(), it.value());
             Job job = Job::from_fields(fields);
-            job.stream = job.lane == "campaign" ? c.plane->campaign_stream(job.campaign) : c.plane->nightly_stream();
+            job.stream = job.lane == "campaign" ? c.plane->campaign_stream(job.campaign)
+                                                : c.plane->nightly_stream();
             auto r = c.plane->submit(job, false);
             if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
             if (r.value()) {
                 ++count;
                 out.push_back({{"job", job.job}, {"was", state}, {"error", h.value("error", "")}});
-                if (!as_json) std::cout << "requeued " << job.job << " (was " << state << ": " << h.value("error", "") << ")\n";
+                if (!as_json)
+                    std::cout << "requeued " << job.job << " (was " << state << ": "
+                              << h.value("error", "") << ")\n";
             }
         }
     }
-    if (as_json) std::cout << json{{"requeued", count}, {"jobs", out}}.dump() << "\n";
-    else std::cout << "requeued " << count << " frame(s)\n";
+    if (as_json)
+        std::cout << json{{"requeued", count}, {"jobs", out}}.dump() << "\n";
+    else
+        std::cout << "requeued " << count << " frame(s)\n";
     return 0;
 }
 
@@ -288,24 +311,31 @@ int campaign_action(Connection& c, const std::string& action, const std::string&
     if (must(c.redis->command({"SISMEMBER", c.plane->key("campaigns"), name})).as_int() != 1) {
         throw CtlExit{kExitUsage, "no campaign named " + name};
     }
-    const std::string state = action == "pause" ? "paused" : action == "resume" ? "active" : "cancelled";
+    const std::string state = action == "pause"    ? "paused"
+                              : action == "resume" ? "active"
+                                                   : "cancelled";
     if (hash(c, key).value("state", "") == "cancelled" && action != "cancel") {
         throw CtlExit{kExitUsage, "campaign " + name + " is cancelled"};
     }
-    must(c.redis->command({"HSET", key, "state", state, "updated_at", std::to_string(service::unix_ms())}));
-    if (state == "active") must(c.redis->command({"SADD", c.plane->key("campaigns:active"), name}));
-    else must(c.redis->command({"SREM", c.plane->key("campaigns:active"), name}));
+    must(c.redis->command(
+        {"HSET", key, "state", state, "updated_at", std::to_string(service::unix_ms())}));
+    if (state == "active")
+        must(c.redis->command({"SADD", c.plane->key("campaigns:active"), name}));
+    else
+        must(c.redis->command({"SREM", c.plane->key("campaigns:active"), name}));
     if (state == "cancelled") {
         auto n = c.plane->cancel_queued(name);
         if (!n.is_ok()) throw CtlExit{kExitRedis, n.status().message()};
         std::cout << "cancelled " << n.value() << " queued frame(s)\n";
     }
     std::cout << "campaign " << name << ": " << state
-              << (state == "active" ? "" : " (frames in flight finish; no new frame is read)") << "\n";
+              << (state == "active" ? "" : " (frames in flight finish; no new frame is read)")
+              << "\n";
     return 0;
 }
 
-int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign, double timeout_s)
+int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign,
+                  double timeout_s)
 {
     const std::string key = c.plane->exposure_key(campaign, exposure_id(exposure));
     const auto start = std::chrono::steady_clock::now();
@@ -313,9 +343,10 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
     for (;;) {
         json h = hash(c, key);
         if (h.empty()) throw CtlExit{kExitUsage, "no exposure " + key};
-        const std::string line = "exposure " + exposure_id(exposure) + " (" + campaign + "): " +
-                                 h.value("n_done", "0") + "/" + h.value("nframes", "0") + " done, " +
-                                 h.value("n_failed", "0") + " failed, " + h.value("n_dead", "0") + " dead";
+        const std::string line = "exposure " + exposure_id(exposure) + " (" + campaign +
+                                 "): " + h.value("n_done", "0") + "/" + h.value("nframes", "0") +
+                                 " done, " + h.value("n_failed", "0") + " failed, " +
+                                 h.value("n_dead", "0") + " dead";
         if (line != last) {
             std::cout << line << std::endl;
             last = line;
@@ -323,7 +354,8 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
         const std::string state = h.value("state", "");
         if (state == "done") return kExitOk;
         if (state == "done_with_errors" || state == "cancelled") return kExitWithErrors;
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (timeout_s > 0 && waited > timeout_s) {
             std::cerr << "ex2dctl: timed out after " << timeout_s << " s\n";
             return kExitTimeout;

@@ -23,10 +23,10 @@ struct Connection {
 /// ex2dctl's exit codes (docs/fleet.md, "ex2dctl").
 enum ExitCode : int {
     kExitOk = 0,
-    kExitUsage = 2,        ///< bad command line or option value, bad configuration, refused password
-    kExitRedis = 3,        ///< Redis unreachable or answering with an error
-    kExitWithErrors = 4,   ///< wait: the exposure ended with failed or dead frames, or cancelled
-    kExitTimeout = 5,      ///< wait: --timeout passed
+    kExitUsage = 2,       ///< bad command line or option value, bad configuration, refused password
+    kExitRedis = 3,       ///< Redis unreachable or answering with an error
+    kExitWithErrors = 4,  ///< wait: the exposure ended with failed or dead frames, or cancelled
+    kExitTimeout = 5,     ///< wait: --timeout passed
 };
 
 /// Thrown to end the program with a message and an exit code.
@@ -44,19 +44,19 @@ std::string exposure_id(const std::string& text);
 struct SubmitArgs {
     std::vector<std::string> preproc;  ///< files
     std::string exposure_dir, night_dir, list_file, tree;
-    std::string psf_template;          ///< {night} {expid} {camera} placeholders
+    std::string psf_template;  ///< {night} {expid} {camera} placeholders
     std::string output_root;
     std::string lane = "nightly";
     std::string campaign;
-    std::string wavelength = "auto";   ///< auto = desi_proc's grid of the camera's arm
-    double psferr = -1;                ///< desi_proc's per arm unless psferr_given
+    std::string wavelength = "auto";  ///< auto = desi_proc's grid of the camera's arm
+    double psferr = -1;               ///< desi_proc's per arm unless psferr_given
     bool psferr_given = false;
     int specmin = 0;
     int nspec = 500;
     std::string compression = "env";  ///< gz, none, env = $DESI_COMPRESSION (default gz)
     bool force = false;
     bool json = false;
-    ExtractionOptions options;         ///< set by check_submit_args
+    ExtractionOptions options;  ///< set by check_submit_args
 };
 
 /// Checks the lane and the extraction options with `ex2d extract`'s functions and fills

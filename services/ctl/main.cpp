@@ -48,21 +48,32 @@ void add_global_options(CLI::App& app, GlobalArgs& g)
 
 void add_submit_command(CLI::App& app, ctl::SubmitArgs& sub, CommandArgs& a)
 {
-    auto* submit = app.add_subcommand("submit", "Queue frames: files, an exposure, a night, a list or a tree");
-    submit->add_option("--preproc", sub.preproc, "Preproc files (.../NIGHT/EXPID/preproc-CAM-EXPID.fits)");
-    submit->add_option("--exposure-dir", sub.exposure_dir, "Folder of one exposure's preproc files");
-    submit->add_option("--night-dir", sub.night_dir, "Folder of a night (one sub-folder per exposure)");
+    auto* submit =
+        app.add_subcommand("submit", "Queue frames: files, an exposure, a night, a list or a tree");
+    submit->add_option("--preproc", sub.preproc,
+                       "Preproc files (.../NIGHT/EXPID/preproc-CAM-EXPID.fits)");
+    submit->add_option("--exposure-dir", sub.exposure_dir,
+                       "Folder of one exposure's preproc files");
+    submit->add_option("--night-dir", sub.night_dir,
+                       "Folder of a night (one sub-folder per exposure)");
     submit->add_option("--list", sub.list_file, "File listing preproc files, one per line");
     submit->add_option("--tree", sub.tree, "Folder searched recursively for preproc files");
-    submit->add_option("--psf", sub.psf_template, "PSF path; {night} {expid} {camera} are filled in")->required();
-    submit->add_option("--output-root", sub.output_root,
-                       "SPECPROD folder: frames go to exposures/NIGHT/EXPID/frame-CAM-EXPID.fits[.gz]")
+    submit
+        ->add_option("--psf", sub.psf_template, "PSF path; {night} {expid} {camera} are filled in")
+        ->required();
+    submit
+        ->add_option(
+            "--output-root", sub.output_root,
+            "SPECPROD folder: frames go to exposures/NIGHT/EXPID/frame-CAM-EXPID.fits[.gz]")
         ->required();
     submit->add_option("--lane", sub.lane, "nightly or campaign")->capture_default_str();
     submit->add_option("--campaign", sub.campaign, "Campaign name (campaign lane)");
-    submit->add_option("-w,--wavelength", sub.wavelength,
-                       "wmin,wmax,dw, or auto for desi_proc's grid of each camera's arm")->capture_default_str();
-    a.psferr = submit->add_option("--psferr", sub.psferr, "PSF error (default: desi_proc's per arm)");
+    submit
+        ->add_option("-w,--wavelength", sub.wavelength,
+                     "wmin,wmax,dw, or auto for desi_proc's grid of each camera's arm")
+        ->capture_default_str();
+    a.psferr =
+        submit->add_option("--psferr", sub.psferr, "PSF error (default: desi_proc's per arm)");
     submit->add_option("-s,--specmin", sub.specmin, "First spectrum")->capture_default_str();
     submit->add_option("-n,--nspec", sub.nspec, "Number of spectra")->capture_default_str();
     submit->add_option("--compression", sub.compression, "gz, none, or env ($DESI_COMPRESSION)")
@@ -86,13 +97,16 @@ void add_fleet_commands(CLI::App& app, CommandArgs& a)
     a.drain = app.add_subcommand("drain", "Ask one process to finish its frame and exit");
     a.drain->add_option("name", a.name, "Process name (ex2dctl workers)")->required();
     a.campaign_cmd = app.add_subcommand("campaign", "Pause, resume or cancel a campaign");
-    a.campaign_cmd->add_option("action", a.action, "pause, resume or cancel")->required()
+    a.campaign_cmd->add_option("action", a.action, "pause, resume or cancel")
+        ->required()
         ->check(CLI::IsMember({"pause", "resume", "cancel"}));
     a.campaign_cmd->add_option("name", a.name, "Campaign name")->required();
     a.keygen = app.add_subcommand(
         "keygen", "Write a new CURVE key pair for zmq.curve_secret_key_file (no Redis needed)");
-    a.keygen->add_option("--secret-file", a.secret_file, "Secret key file to write (mode 0600)")->required();
-    a.keygen->add_option("--public-file", a.public_file, "Public key file to write (mode 0644)")->required();
+    a.keygen->add_option("--secret-file", a.secret_file, "Secret key file to write (mode 0600)")
+        ->required();
+    a.keygen->add_option("--public-file", a.public_file, "Public key file to write (mode 0644)")
+        ->required();
     a.keygen->add_flag("--force", a.overwrite, "Replace existing files");
     a.wait = app.add_subcommand("wait", "Wait until an exposure is finished");
     a.wait->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
@@ -110,8 +124,9 @@ int run_keygen(const CommandArgs& a)
         }
     }
     auto keys = service::generate_curve_keypair();
-    Status written = keys.is_ok() ? service::write_curve_key_files(keys.value(), a.secret_file, a.public_file)
-                                  : keys.status();
+    Status written =
+        keys.is_ok() ? service::write_curve_key_files(keys.value(), a.secret_file, a.public_file)
+                     : keys.status();
     if (!written.is_ok()) {
         std::cerr << "ex2dctl: keygen: " << written.message() << "\n";
         return ctl::kExitUsage;
@@ -129,7 +144,8 @@ service::Config load_config(const GlobalArgs& g)
     Status loaded = config.load(g.config_file.empty() ? 1 : 3, args);
     if (!loaded.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, loaded.message()};
     if (!g.redis_host.empty()) (void)config.set("redis.host", g.redis_host, "command line");
-    if (g.redis_port > 0) (void)config.set("redis.port", std::to_string(g.redis_port), "command line");
+    if (g.redis_port > 0)
+        (void)config.set("redis.port", std::to_string(g.redis_port), "command line");
     if (!g.ns.empty()) (void)config.set("redis.namespace", g.ns, "command line");
     return config;
 }
@@ -144,11 +160,12 @@ ctl::Connection connect(const service::Config& config)
     c.redis = std::make_unique<service::RedisClient>(options.value());
     Status connected = c.redis->connect_once();
     if (!connected.is_ok()) {
-        throw ctl::CtlExit{connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage
-                                                                            : ctl::kExitRedis,
-                           connected.message()};
+        throw ctl::CtlExit{
+            connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage : ctl::kExitRedis,
+            connected.message()};
     }
-    c.plane = std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
+    c.plane =
+        std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
     return c;
 }
 

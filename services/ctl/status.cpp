@@ -13,14 +13,15 @@ using nlohmann::json;
 
 namespace {
 
-const char* const kStates[] = {"queued", "reading", "extracting", "writing", "done", "failed", "dead",
-                               "cancelled"};
+const char* const kStates[] = {"queued", "reading", "extracting", "writing",
+                               "done",   "failed",  "dead",       "cancelled"};
 
 json processes(Connection& c, long long heartbeat_ttl_ms)
 {
     json out = json::array();
     const long long now = service::unix_ms();
-    for (const auto& n : must(c.redis->command({"ZRANGE", c.plane->key("procs"), "0", "-1"})).elements) {
+    for (const auto& n :
+         must(c.redis->command({"ZRANGE", c.plane->key("procs"), "0", "-1"})).elements) {
         json h = hash(c, c.plane->key("proc:" + n.str));
         if (h.empty()) continue;  // heartbeat expired: the process is gone
         h["name"] = n.str;
@@ -37,8 +38,10 @@ json exposure_summary(Connection& c, const std::string& member)
 {
     const auto colon = member.rfind(':');
     json h = hash(c, c.plane->exposure_key(member.substr(0, colon), member.substr(colon + 1)));
-    json row = {{"campaign", member.substr(0, colon)}, {"expid", member.substr(colon + 1)},
-                {"night", h.value("night", "")}, {"state", h.value("state", "")},
+    json row = {{"campaign", member.substr(0, colon)},
+                {"expid", member.substr(colon + 1)},
+                {"night", h.value("night", "")},
+                {"state", h.value("state", "")},
                 {"nframes", std::atol(h.value("nframes", "0").c_str())}};
     for (const char* s : kStates) row[s] = std::atol(h.value(std::string("n_") + s, "0").c_str());
     return row;
@@ -46,8 +49,9 @@ json exposure_summary(Connection& c, const std::string& member)
 
 void print_exposure_rows(const json& rows)
 {
-    std::printf("%-12s %-9s %-8s %-17s %6s %6s %6s %6s %6s %6s %6s %6s\n", "campaign", "expid", "night",
-                "state", "frames", "queued", "read", "extr", "write", "done", "failed", "dead");
+    std::printf("%-12s %-9s %-8s %-17s %6s %6s %6s %6s %6s %6s %6s %6s\n", "campaign", "expid",
+                "night", "state", "frames", "queued", "read", "extr", "write", "done", "failed",
+                "dead");
     for (const auto& r : rows) {
         std::printf("%-12s %-9s %-8s %-17s %6ld %6ld %6ld %6ld %6ld %6ld %6ld %6ld\n",
                     r["campaign"].get<std::string>().c_str(), r["expid"].get<std::string>().c_str(),
@@ -60,15 +64,15 @@ void print_exposure_rows(const json& rows)
 
 void print_processes(const json& procs)
 {
-    std::printf("%-24s %-7s %-10s %-8s %-9s %-14s %-7s %-24s %s\n", "process", "role", "host", "pid",
-                "state", "device", "frames", "current", "http");
+    std::printf("%-24s %-7s %-10s %-8s %-9s %-14s %-7s %-24s %s\n", "process", "role", "host",
+                "pid", "state", "device", "frames", "current", "http");
     for (const auto& p : procs) {
         const std::string current = p.value("current", "");
         std::printf("%-24s %-7s %-10s %-8s %-9s %-14s %-7s %-24s %s\n", p.value("name", "").c_str(),
-                    p.value("role", "").c_str(), p.value("host", "").c_str(), p.value("pid", "").c_str(),
-                    p.value("state", "").c_str(), p.value("device", "-").c_str(),
-                    p.value("frames", "-").c_str(), current.empty() ? "-" : current.c_str(),
-                    p.value("http", "").c_str());
+                    p.value("role", "").c_str(), p.value("host", "").c_str(),
+                    p.value("pid", "").c_str(), p.value("state", "").c_str(),
+                    p.value("device", "-").c_str(), p.value("frames", "-").c_str(),
+                    current.empty() ? "-" : current.c_str(), p.value("http", "").c_str());
     }
 }
 
@@ -76,7 +80,8 @@ void print_processes(const json& procs)
 long frames_last_hour(Connection& c)
 {
     const long long since = service::unix_ms() - 3600 * 1000LL;
-    auto events = must(c.redis->command({"XRANGE", c.plane->key("events"), std::to_string(since), "+"}));
+    auto events =
+        must(c.redis->command({"XRANGE", c.plane->key("events"), std::to_string(since), "+"}));
     long n = 0;
     for (const auto& e : events.elements) {
         if (e.elements.size() < 2) continue;
@@ -92,41 +97,51 @@ long frames_last_hour(Connection& c)
 int workers(Connection& c, bool as_json, long long heartbeat_ttl_ms)
 {
     json procs = processes(c, heartbeat_ttl_ms);
-    if (as_json) std::cout << procs.dump() << "\n";
-    else print_processes(procs);
+    if (as_json)
+        std::cout << procs.dump() << "\n";
+    else
+        print_processes(procs);
     return 0;
 }
 
 int status(Connection& c, const std::string& night, const std::string& exposure,
-           const std::string& campaign, bool as_json, long long lease_ms, long long heartbeat_ttl_ms)
+           const std::string& campaign, bool as_json, long long lease_ms,
+           long long heartbeat_ttl_ms)
 {
     if (!exposure.empty()) {
         const std::string expid = exposure_id(exposure);
         json summary = exposure_summary(c, campaign + ":" + expid);
         json frames = json::array();
-        for (const auto& key : exposure_frame_keys(c, campaign, expid)) frames.push_back(hash(c, key));
+        for (const auto& key : exposure_frame_keys(c, campaign, expid))
+            frames.push_back(hash(c, key));
         if (as_json) {
             std::cout << json{{"exposure", summary}, {"frames", frames}}.dump() << "\n";
             return 0;
         }
         print_exposure_rows(json::array({summary}));
-        std::printf("\n%-7s %-11s %-7s %-26s %s\n", "camera", "state", "attempt", "process", "output / error");
+        std::printf("\n%-7s %-11s %-7s %-26s %s\n", "camera", "state", "attempt", "process",
+                    "output / error");
         for (const auto& f : frames) {
             const std::string state = f.value("state", "");
-            const std::string detail = (state == "failed" || state == "dead") ? f.value("error", "") : f.value("output", "");
+            const std::string detail = (state == "failed" || state == "dead")
+                                           ? f.value("error", "")
+                                           : f.value("output", "");
             std::printf("%-7s %-11s %-7s %-26s %s\n", f.value("camera", "").c_str(), state.c_str(),
-                        f.value("attempt", "").c_str(), f.value("process", "").c_str(), detail.c_str());
+                        f.value("attempt", "").c_str(), f.value("process", "").c_str(),
+                        detail.c_str());
         }
         return 0;
     }
     std::vector<std::string> members;
     if (!night.empty()) {
-        for (const auto& m : must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
+        for (const auto& m :
+             must(c.redis->command({"SMEMBERS", c.plane->key("night:" + night)})).elements) {
             members.push_back(m.str);
         }
         std::sort(members.begin(), members.end());
     } else {
-        for (const auto& m : must(c.redis->command({"ZREVRANGE", c.plane->key("exposures"), "0", "19"})).elements) {
+        for (const auto& m :
+             must(c.redis->command({"ZREVRANGE", c.plane->key("exposures"), "0", "19"})).elements) {
             members.push_back(m.str);
         }
     }
@@ -148,40 +163,58 @@ int status(Connection& c, const std::string& night, const std::string& exposure,
             if (!p.is_ok() || p.value().is_error()) continue;
             for (const auto& e : p.value().elements) {
                 if (e.elements.size() < 4) continue;
-                stuck.push_back({{"stream", stream}, {"id", e.elements[0].str}, {"consumer", e.elements[1].str},
-                                 {"idle_s", e.elements[2].integer / 1000}, {"deliveries", e.elements[3].integer}});
+                stuck.push_back({{"stream", stream},
+                                 {"id", e.elements[0].str},
+                                 {"consumer", e.elements[1].str},
+                                 {"idle_s", e.elements[2].integer / 1000},
+                                 {"deliveries", e.elements[3].integer}});
             }
         }
     }
     json dead = json::array();
-    for (const auto& e : must(c.redis->command({"XREVRANGE", c.plane->key("dead"), "+", "-", "COUNT", "20"})).elements) {
+    for (const auto& e :
+         must(c.redis->command({"XREVRANGE", c.plane->key("dead"), "+", "-", "COUNT", "20"}))
+             .elements) {
         json d = json::object();
         for (const auto& [k, v] : e.elements.at(1).pairs()) d[k] = v;
-        dead.push_back({{"job", d.value("job", "")}, {"reason", d.value("reason", "")}, {"attempts", d.value("attempts", "")}});
+        dead.push_back({{"job", d.value("job", "")},
+                        {"reason", d.value("reason", "")},
+                        {"attempts", d.value("attempts", "")}});
     }
     const long per_hour = frames_last_hour(c);
-    const long remaining = totals["queued"] + totals["reading"] + totals["extracting"] + totals["writing"];
+    const long remaining =
+        totals["queued"] + totals["reading"] + totals["extracting"] + totals["writing"];
     const double eta_s = per_hour > 0 ? 3600.0 * double(remaining) / double(per_hour) : -1;
     json procs = processes(c, heartbeat_ttl_ms);
     if (as_json) {
-        std::cout << json{{"exposures", rows}, {"totals", totals}, {"stuck", stuck}, {"dead", dead},
-                          {"frames_last_hour", per_hour}, {"remaining", remaining}, {"eta_s", eta_s},
-                          {"processes", procs}}.dump() << "\n";
+        std::cout << json{{"exposures", rows},
+                          {"totals", totals},
+                          {"stuck", stuck},
+                          {"dead", dead},
+                          {"frames_last_hour", per_hour},
+                          {"remaining", remaining},
+                          {"eta_s", eta_s},
+                          {"processes", procs}}
+                         .dump()
+                  << "\n";
         return 0;
     }
     print_exposure_rows(rows);
-    std::printf("\nframes done in the last hour: %ld; remaining: %ld; ETA: %s\n", per_hour, remaining,
-                eta_s < 0 ? "unknown" : (std::to_string(long(eta_s)) + " s").c_str());
+    std::printf("\nframes done in the last hour: %ld; remaining: %ld; ETA: %s\n", per_hour,
+                remaining, eta_s < 0 ? "unknown" : (std::to_string(long(eta_s)) + " s").c_str());
     if (!stuck.empty()) {
         std::printf("\nstuck (held over the %lld s lease without renewal):\n", lease_ms / 1000);
-        for (const auto& s : stuck) std::printf("  %s %s consumer=%s idle=%lds deliveries=%ld\n",
-                                                s["stream"].get<std::string>().c_str(), s["id"].get<std::string>().c_str(),
-                                                s["consumer"].get<std::string>().c_str(), s["idle_s"].get<long>(),
-                                                s["deliveries"].get<long>());
+        for (const auto& s : stuck)
+            std::printf("  %s %s consumer=%s idle=%lds deliveries=%ld\n",
+                        s["stream"].get<std::string>().c_str(), s["id"].get<std::string>().c_str(),
+                        s["consumer"].get<std::string>().c_str(), s["idle_s"].get<long>(),
+                        s["deliveries"].get<long>());
     }
     if (!dead.empty()) {
         std::printf("\ndead letters (newest first):\n");
-        for (const auto& d : dead) std::printf("  %s: %s\n", d["job"].get<std::string>().c_str(), d["reason"].get<std::string>().c_str());
+        for (const auto& d : dead)
+            std::printf("  %s: %s\n", d["job"].get<std::string>().c_str(),
+                        d["reason"].get<std::string>().c_str());
     }
     std::printf("\n");
     print_processes(procs);

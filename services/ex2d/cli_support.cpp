@@ -14,11 +14,15 @@ namespace ex2d::tool {
 int exit_code_for(const Status& status)
 {
     switch (status.code()) {
-    case StatusCode::ok: return kExitOk;
-    case StatusCode::invalid_argument: return kExitUsage;
-    case StatusCode::io_error:
-    case StatusCode::format_error: return kExitInput;
-    default: return kExitRuntime;
+        case StatusCode::ok:
+            return kExitOk;
+        case StatusCode::invalid_argument:
+            return kExitUsage;
+        case StatusCode::io_error:
+        case StatusCode::format_error:
+            return kExitInput;
+        default:
+            return kExitRuntime;
     }
 }
 
@@ -36,7 +40,8 @@ void exit_on_usage_error(const Status& status)
 
 void add_backend_options(CLI::App& cmd, BackendChoice& choice)
 {
-    cmd.add_option("--backend", choice.name, "cpu, cuda, or auto (cuda where a GPU is found)")->capture_default_str();
+    cmd.add_option("--backend", choice.name, "cpu, cuda, or auto (cuda where a GPU is found)")
+        ->capture_default_str();
     cmd.add_option("--threads", choice.threads,
                    "CPU worker threads (default: the CPUs this process may use: affinity mask "
                    "and cgroup quota)");
@@ -52,8 +57,10 @@ std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& cho
         throw CommandExit(kExitUsage, "--gpu-memory must be positive");
     }
     if (choice.threads < 0) {
-        throw CommandExit(kExitUsage, "--threads must be >= 0 (0: the CPUs this process may "
-                                      "use), got " + std::to_string(choice.threads));
+        throw CommandExit(kExitUsage,
+                          "--threads must be >= 0 (0: the CPUs this process may "
+                          "use), got " +
+                              std::to_string(choice.threads));
     }
     std::string name = choice.name;
     if (name == "auto") {
@@ -65,8 +72,10 @@ std::unique_ptr<ExtractionBackend> make_backend_or_exit(const BackendChoice& cho
     }
     const int threads = resolve_thread_count(choice.threads);
     if (name == "cpu" && choice.threads == 0) {
-        logger()->debug("event=default_threads threads={} reason=\"affinity mask and cgroup "
-                        "quota\"", threads);
+        logger()->debug(
+            "event=default_threads threads={} reason=\"affinity mask and cgroup "
+            "quota\"",
+            threads);
     }
     CudaBackendOptions cuda;
     cuda.device = choice.device;
@@ -88,7 +97,8 @@ void add_extraction_options(CLI::App& cmd, ExtractionOptions& opt, std::string& 
     cmd.add_option("--psferr", opt.psferr,
                    "PSF error fraction for chi2pix (default: PSF header PSFERR, else 0.01)");
     cmd.add_option("--bundlesize", opt.bundlesize, "Fibres per bundle")->capture_default_str();
-    cmd.add_option("--nsubbundles", opt.nsubbundles, "Sub-bundles per bundle")->capture_default_str();
+    cmd.add_option("--nsubbundles", opt.nsubbundles, "Sub-bundles per bundle")
+        ->capture_default_str();
     cmd.add_option("--nwavestep", opt.nwavestep, "Kept wavelength bins per patch")
         ->capture_default_str();
     cmd.add_option("--wavepad", opt.wavepad, "Padding bins each side before wavepad-frac")

@@ -22,7 +22,8 @@ void run_accuracy(const AccuracyArgs& args)
     const SimulationTruth truth = value_or_exit(read_truth(args.truth));
     const PullStatistics st = value_or_exit(pull_statistics(frame, truth));
     std::printf("accuracy of %s against %s\n", args.frame.c_str(), args.truth.c_str());
-    std::printf("  bins compared        %ld (left out for mask or ivar=0: %ld)\n", st.n, st.n_masked);
+    std::printf("  bins compared        %ld (left out for mask or ivar=0: %ld)\n", st.n,
+                st.n_masked);
     std::printf("  pull mean            %+.4f   (goal |mean| < 0.02)\n", st.mean);
     std::printf("  pull std deviation   %.4f    (goal 0.97 .. 1.03)\n", st.stddev);
     std::printf("  fraction |pull| > 5  %.2e  (goal < 1e-4)\n", st.frac_beyond_5);
@@ -39,9 +40,10 @@ void run_accuracy(const AccuracyArgs& args)
 void add_accuracy_command(CLI::App& app)
 {
     auto args = std::make_shared<AccuracyArgs>();
-    CLI::App* cmd = app.add_subcommand(
-        "accuracy", "Compare an extracted frame with a simulation's truth: pulls "
-                    "(flux - R.truth) * sqrt(ivar) over unmasked bins");
+    CLI::App* cmd =
+        app.add_subcommand("accuracy",
+                           "Compare an extracted frame with a simulation's truth: pulls "
+                           "(flux - R.truth) * sqrt(ivar) over unmasked bins");
     cmd->add_option("--frame", args->frame, "Frame file written by ex2d extract")->required();
     cmd->add_option("--truth", args->truth, "Truth file written by ex2d simulate")->required();
     cmd->add_flag("--check", args->check, "Exit with status 3 when a goal is missed");

@@ -40,24 +40,31 @@ struct BenchArgs {
     unsigned long seed = 42;
 };
 
-double mib(std::size_t bytes) { return double(bytes) / double(1 << 20); }
+double mib(std::size_t bytes)
+{
+    return double(bytes) / double(1 << 20);
+}
 
 void print_device(const DeviceReport& first, const DeviceReport& last, int repeat)
 {
     std::printf("  device                 %s\n", last.device_name.c_str());
-    std::printf("  device memory          %.0f MiB held, peak %.0f MiB, budget %.0f MiB; device "
-                "has %.0f of %.0f MiB free\n", mib(last.held_bytes), mib(last.peak_held_bytes),
-                mib(last.budget_bytes), mib(last.device_free_bytes), mib(last.device_total_bytes));
-    std::printf("  memory growth          %+.1f MiB held over %d timed frames (after the first: "
-                "%.0f MiB)\n", mib(last.held_bytes) - mib(first.held_bytes), repeat,
-                mib(first.held_bytes));
+    std::printf(
+        "  device memory          %.0f MiB held, peak %.0f MiB, budget %.0f MiB; device "
+        "has %.0f of %.0f MiB free\n",
+        mib(last.held_bytes), mib(last.peak_held_bytes), mib(last.budget_bytes),
+        mib(last.device_free_bytes), mib(last.device_total_bytes));
+    std::printf(
+        "  memory growth          %+.1f MiB held over %d timed frames (after the first: "
+        "%.0f MiB)\n",
+        mib(last.held_bytes) - mib(first.held_bytes), repeat, mib(first.held_bytes));
 }
 
 // Device seconds per frame of each library call in the timed frames (CUDA issue, part A
 // item 6: where the solve and decorrelate stages go).
 void print_call_split(const DeviceReport& before, const DeviceReport& after, int repeat)
 {
-    if (after.call_seconds.empty() || after.call_seconds.size() != before.call_seconds.size()) return;
+    if (after.call_seconds.empty() || after.call_seconds.size() != before.call_seconds.size())
+        return;
     std::printf("  per-call device-s      ");
     for (std::size_t k = 0; k < after.call_seconds.size(); ++k) {
         const double s = (after.call_seconds[k].second - before.call_seconds[k].second) / repeat;
@@ -72,9 +79,11 @@ void print_frame(const char* kind, int index, int count, double wall, const Extr
                  const ExtractionBackend& backend, bool on_device)
 {
     const StageTimes& st = frame.stage_times;
-    std::printf("  %s %d/%d: wall %.3f s; stage %s psf %.3f, build %.3f, solve %.3f, "
-                "decorrelate %.3f, chi2 %.3f", kind, index + 1, count, wall,
-                on_device ? "device-s" : "core-s", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+    std::printf(
+        "  %s %d/%d: wall %.3f s; stage %s psf %.3f, build %.3f, solve %.3f, "
+        "decorrelate %.3f, chi2 %.3f",
+        kind, index + 1, count, wall, on_device ? "device-s" : "core-s", st.psf, st.build, st.solve,
+        st.decorrelate, st.chi2);
     if (on_device) {
         const DeviceReport r = backend.device_report();
         std::printf("; held %.0f MiB, peak %.0f MiB", mib(r.held_bytes), mib(r.peak_held_bytes));
@@ -112,7 +121,8 @@ SimulatedFrame simulate_bench_frame(const BenchArgs& args, const GaussHermitePsf
     sim.wmax = opt.wmax;
     sim.dw = opt.dw;
     sim.camera = args.camera;
-    logger()->info("bench simulating camera={} nspec={} psf={}", args.camera, args.nspec, psf.source);
+    logger()->info("bench simulating camera={} nspec={} psf={}", args.camera, args.nspec,
+                   psf.source);
     return value_or_exit(simulate_frame(psf, sim));
 }
 
@@ -121,8 +131,8 @@ struct TimedRuns {
     ExtractedFrame frame;  ///< the last one
     double wall = 0;       ///< mean wall seconds
     double wall_min = 1e300;
-    double cpu = 0;        ///< mean process CPU seconds
-    StageTimes stages;     ///< mean per stage
+    double cpu = 0;     ///< mean process CPU seconds
+    StageTimes stages;  ///< mean per stage
     DeviceReport before_timed, first_report;
 };
 
@@ -159,9 +169,9 @@ TimedRuns run_timed(const ImageView& view, const GaussHermitePsf& psf, const Ext
     }
     runs.wall = wall_sum / repeat;
     runs.cpu /= repeat;
-    runs.stages = StageTimes{stage_sum.psf / repeat, stage_sum.build / repeat,
-                             stage_sum.solve / repeat, stage_sum.decorrelate / repeat,
-                             stage_sum.chi2 / repeat};
+    runs.stages =
+        StageTimes{stage_sum.psf / repeat, stage_sum.build / repeat, stage_sum.solve / repeat,
+                   stage_sum.decorrelate / repeat, stage_sum.chi2 / repeat};
     return runs;
 }
 
@@ -175,7 +185,8 @@ WrittenAccuracy written_accuracy(const ExtractedFrame& frame, const SimulatedFra
                                  const ExtractionOptions& opt)
 {
     const std::string tmp = (std::filesystem::temp_directory_path() /
-                             ("ex2d-bench-" + std::to_string(::getpid()) + ".fits")).string();
+                             ("ex2d-bench-" + std::to_string(::getpid()) + ".fits"))
+                                .string();
     FrameProvenance prov;
     prov.image_header = simulated.preproc.header;
     prov.fibermap = simulated.preproc.fibermap;
@@ -197,9 +208,10 @@ void print_device_summary(const TimedRuns& runs, const ExtractionBackend& backen
     const DeviceReport last_report = backend.device_report();
     print_device(runs.first_report, last_report, repeat);
     print_call_split(runs.before_timed, last_report, repeat);
-    std::printf("  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
-                "chi2 %.3f (sum %.3f)\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2,
-                st.total());
+    std::printf(
+        "  stage device-seconds   psf %.3f, build %.3f, solve %.3f, decorrelate %.3f, "
+        "chi2 %.3f (sum %.3f)\n",
+        st.psf, st.build, st.solve, st.decorrelate, st.chi2, st.total());
     std::printf("  frames per GPU-hour    %.0f (one worker)\n", 3600.0 / (runs.wall * frame_scale));
     std::printf("  vs DESI GPU anchor     %.0fx faster than ~%.0f A100-seconds per frame\n",
                 kAnchorGpuSecondsPerFrame / (runs.wall * frame_scale), kAnchorGpuSecondsPerFrame);
@@ -211,17 +223,22 @@ void print_host_summary(const TimedRuns& runs, double rss_before_extraction, dou
     const double cpu = runs.cpu;
     std::printf("  core-seconds per frame %.1f (scaled to 500 fibres), %.1f patches/s per core\n",
                 cpu * frame_scale, runs.frame.npatch / cpu);
-    std::printf("  peak memory            %.0f MiB resident; %.0f MiB before extraction "
-                "(simulated frame and PSF), so extraction adds at most %.0f MiB\n",
-                peak_rss_mib(), rss_before_extraction, peak_rss_mib() - rss_before_extraction);
-    std::printf("  stage core-seconds     psf %.2f, build %.2f, solve %.2f, decorrelate %.2f, "
-                "chi2 %.2f\n", st.psf, st.build, st.solve, st.decorrelate, st.chi2);
-    std::printf("  frames per node-hour   %.0f on this machine\n", 3600.0 / (runs.wall * frame_scale));
-    std::printf("  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame "
-                "(goal %.0f core-s: %s)\n",
-                kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame,
-                kGoalCoreSecondsPerRFrame,
-                cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met");
+    std::printf(
+        "  peak memory            %.0f MiB resident; %.0f MiB before extraction "
+        "(simulated frame and PSF), so extraction adds at most %.0f MiB\n",
+        peak_rss_mib(), rss_before_extraction, peak_rss_mib() - rss_before_extraction);
+    std::printf(
+        "  stage core-seconds     psf %.2f, build %.2f, solve %.2f, decorrelate %.2f, "
+        "chi2 %.2f\n",
+        st.psf, st.build, st.solve, st.decorrelate, st.chi2);
+    std::printf("  frames per node-hour   %.0f on this machine\n",
+                3600.0 / (runs.wall * frame_scale));
+    std::printf(
+        "  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame "
+        "(goal %.0f core-s: %s)\n",
+        kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame,
+        kGoalCoreSecondsPerRFrame,
+        cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met");
 }
 
 void print_summary(const BenchArgs& args, const TimedRuns& runs, const WrittenAccuracy& accuracy,
@@ -233,8 +250,10 @@ void print_summary(const BenchArgs& args, const TimedRuns& runs, const WrittenAc
     std::printf("  frame                  %d fibres x %d bins, %ld patches\n", frame.nspec,
                 frame.nwave, frame.npatch);
     std::printf("  timed frames           %d after %d warm-up\n", args.repeat, warmup);
-    std::printf("  wall seconds per frame %.3f mean, %.3f best (extraction alone, scaled to 500 "
-                "fibres: %.3f)\n", runs.wall, runs.wall_min, runs.wall * frame_scale);
+    std::printf(
+        "  wall seconds per frame %.3f mean, %.3f best (extraction alone, scaled to 500 "
+        "fibres: %.3f)\n",
+        runs.wall, runs.wall_min, runs.wall * frame_scale);
     std::printf("  core-seconds           %.1f per frame (process CPU time)\n", runs.cpu);
     std::printf("  patches per second     %.0f wall\n", frame.npatch / runs.wall);
     if (on_device) {
@@ -245,8 +264,9 @@ void print_summary(const BenchArgs& args, const TimedRuns& runs, const WrittenAc
     const PullStatistics& pulls = accuracy.pulls;
     std::printf("  frame write seconds    %.2f\n", accuracy.write_seconds);
     std::printf("  patches retried/failed %ld / %ld\n", frame.npatch_retried, frame.npatch_failed);
-    std::printf("  pulls                  mean %+.4f, std %.4f, |pull|>5 fraction %.1e over %ld bins\n",
-                pulls.mean, pulls.stddev, pulls.frac_beyond_5, pulls.n);
+    std::printf(
+        "  pulls                  mean %+.4f, std %.4f, |pull|>5 fraction %.1e over %ld bins\n",
+        pulls.mean, pulls.stddev, pulls.frac_beyond_5, pulls.n);
     std::printf("  median chi2pix         %.3f\n", pulls.median_chi2pix);
 }
 
@@ -260,8 +280,8 @@ void run_bench(BenchArgs& args)
     const ExtractionOptions opt = bench_options(args, arm_defaults(arm));
     const SimulatedFrame simulated = simulate_bench_frame(args, psf, opt);
     const LargeArray<double> weights = simulated.preproc.weights();
-    const ImageView view{simulated.preproc.ny, simulated.preproc.nx,
-                         simulated.preproc.image.data(), weights.data()};
+    const ImageView view{simulated.preproc.ny, simulated.preproc.nx, simulated.preproc.image.data(),
+                         weights.data()};
     const bool on_device = !backend->device_report().device_name.empty();
     const int warmup = args.warmup >= 0 ? args.warmup : (on_device ? 1 : 0);
 
@@ -280,18 +300,22 @@ void add_bench_command(CLI::App& app)
 {
     auto args = std::make_shared<BenchArgs>();
     CLI::App* cmd = app.add_subcommand(
-        "bench", "Benchmark: simulate a full frame and extract it; prints seconds, core-seconds, "
-                 "patches per second, peak memory, a split by stage and the accuracy");
+        "bench",
+        "Benchmark: simulate a full frame and extract it; prints seconds, core-seconds, "
+        "patches per second, peak memory, a split by stage and the accuracy");
     cmd->add_option("-p,--psf", args->psf, "PSF file (default: a synthetic PSF of --camera)");
     cmd->add_option("--camera", args->camera, "Camera whose grid and CCD to use: b0..z9")
         ->capture_default_str();
-    cmd->add_option("-w,--wavelength", args->wavelength, "Grid 'wmin,wmax,dw' (default: desi_proc's)");
-    cmd->add_option("-n,--nspec", args->nspec, "Fibres to simulate and extract")->capture_default_str();
+    cmd->add_option("-w,--wavelength", args->wavelength,
+                    "Grid 'wmin,wmax,dw' (default: desi_proc's)");
+    cmd->add_option("-n,--nspec", args->nspec, "Fibres to simulate and extract")
+        ->capture_default_str();
     add_backend_options(*cmd, args->backend);
     cmd->add_option("--warmup", args->warmup,
                     "Untimed extractions first (default: 1 on a GPU, 0 on the CPU)");
     cmd->add_option("--repeat", args->repeat, "Timed extractions; means are reported")
-        ->check(CLI::PositiveNumber)->capture_default_str();
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->add_option("--seed", args->seed, "Simulation seed")->capture_default_str();
     cmd->callback([args] { run_bench(*args); });
 }

@@ -50,9 +50,10 @@ std::string header_id(const PreprocImage& img)
 void check_desispec_options(const ExtractArgs& args)
 {
     if (args.use_specter) {
-        throw CommandExit(kExitUsage, "--use-specter is not supported: ex2d implements "
-                                      "gpu_specter's algorithm (desispec's default and GPU path), "
-                                      "not classic specter");
+        throw CommandExit(kExitUsage,
+                          "--use-specter is not supported: ex2d implements "
+                          "gpu_specter's algorithm (desispec's default and GPU path), "
+                          "not classic specter");
     }
     if (args.decorrelate_fibers) {
         throw CommandExit(kExitUsage,
@@ -70,8 +71,10 @@ void check_option_values(ExtractArgs& args)
         parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw));
     if (args.psferr_given) exit_on_usage_error(check_psferr_option(args.opt.psferr));
     if (args.backend.threads < 0) {
-        throw CommandExit(kExitUsage, "--threads must be >= 0 (0: the CPUs this process may "
-                                      "use), got " + std::to_string(args.backend.threads));
+        throw CommandExit(kExitUsage,
+                          "--threads must be >= 0 (0: the CPUs this process may "
+                          "use), got " +
+                              std::to_string(args.backend.threads));
     }
     const bool env_no_gpu = std::getenv("DESI_NO_GPU") != nullptr;
     if (args.no_gpu && args.backend.name == "cuda") {
@@ -111,9 +114,8 @@ void check_output_folder(const std::string& path, const char* what)
 void check_image(const ExtractArgs& args, const PreprocImage& img, const GaussHermitePsf& psf,
                  const FitsTableBlob& fibermap)
 {
-    const ExtractionInputNames names{args.input, args.psf,
-                                     args.fibermap.empty() ? args.input : args.fibermap,
-                                     args.output};
+    const ExtractionInputNames names{
+        args.input, args.psf, args.fibermap.empty() ? args.input : args.fibermap, args.output};
     const Status checked = check_extraction_inputs(img, fibermap, psf, args.opt, names);
     if (checked.code() == StatusCode::invalid_argument) exit_on_usage_error(checked);
     exit_on_error(checked, kExitInput);
@@ -193,13 +195,13 @@ void run_extract(ExtractArgs& args)
     }
     // The CPU reads only the columns its patches use: a one-bundle run then needs a tenth of
     // the frame's memory and reading.
-    const ColumnRange columns = backend->name() == "cpu" ? extracted_columns(psf, args.opt)
-                                                         : ColumnRange{};
+    const ColumnRange columns =
+        backend->name() == "cpu" ? extracted_columns(psf, args.opt) : ColumnRange{};
     PreprocImage img =
         value_or_exit(read_preproc(args.input, columns, PreprocPlanes::extraction), kExitInput);
     const LargeArray<double> weights = img.take_weights();
-    const ImageView view{img.ny, img.ccd_width(), img.image.data(), weights.data(),
-                         img.col_begin, img.nx};
+    const ImageView view{img.ny,         img.ccd_width(), img.image.data(),
+                         weights.data(), img.col_begin,   img.nx};
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
     logger()->info("extract start {} input={} psf={} backend={} specmin={} nspec={}", ids,
                    args.input, args.psf, backend->name(), args.opt.specmin, args.opt.nspec);
@@ -242,8 +244,9 @@ void add_extract_command(CLI::App& app)
     auto args = std::make_shared<ExtractArgs>();
     args->backend.name = "auto";
     CLI::App* cmd = app.add_subcommand(
-        "extract", "Extract spectra from a preproc frame into a desispec frame file "
-                   "(options as desi_extract_spectra; installed under that name it runs this)");
+        "extract",
+        "Extract spectra from a preproc frame into a desispec frame file "
+        "(options as desi_extract_spectra; installed under that name it runs this)");
     cmd->add_option("-i,--input", args->input, "Preproc file (IMAGE, IVAR, MASK, FIBERMAP)")
         ->required();
     cmd->add_option("-f,--fibermap", args->fibermap,

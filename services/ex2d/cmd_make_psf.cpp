@@ -73,10 +73,11 @@ void run_make_psf(const MakePsfArgs& args)
     const GaussHermitePsf psf = make_synthetic_psf(arm, petal);
     exit_on_error(write_psf(args.output, psf), kExitOutput);
     const ArmDefaults d = arm_defaults(arm);
-    logger()->info("make-psf done camera={}{} output={} fibers={} ccd={}x{} wavemin={} wavemax={} "
-                   "psferr={}",
-                   arm_letter(arm), petal, args.output, psf.nspec(), psf.npix_x, psf.npix_y,
-                   d.psf_wavemin, d.psf_wavemax, psf.psferr);
+    logger()->info(
+        "make-psf done camera={}{} output={} fibers={} ccd={}x{} wavemin={} wavemax={} "
+        "psferr={}",
+        arm_letter(arm), petal, args.output, psf.nspec(), psf.npix_x, psf.npix_y, d.psf_wavemin,
+        d.psf_wavemax, psf.psferr);
 }
 
 }  // namespace
@@ -85,8 +86,9 @@ void add_make_psf_command(CLI::App& app)
 {
     auto args = std::make_shared<MakePsfArgs>();
     CLI::App* cmd = app.add_subcommand(
-        "make-psf", "Write a synthetic 500-fibre Gauss-Hermite PSF (PSFVER 3) resembling DESI's, "
-                    "for simulations and tests without DESI files");
+        "make-psf",
+        "Write a synthetic 500-fibre Gauss-Hermite PSF (PSFVER 3) resembling DESI's, "
+        "for simulations and tests without DESI files");
     auto* arm = cmd->add_option("--arm", args->arm, "Spectrograph arm: b, r or z");
     auto* camera = cmd->add_option(
         "--camera", args->camera,
@@ -102,7 +104,8 @@ void add_make_psf_command(CLI::App& app)
     from->excludes(arm);
     cmd->add_option("--fibers", args->fibers, "With --from: keep the first N fibres")->needs(from);
     cmd->add_option("--wave-range", args->wave_range,
-                    "With --from: 'wmin,wmax' the small CCD must cover")->needs(from);
+                    "With --from: 'wmin,wmax' the small CCD must cover")
+        ->needs(from);
     cmd->callback([args] { run_make_psf(*args); });
 }
 

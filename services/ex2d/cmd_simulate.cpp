@@ -61,12 +61,12 @@ void run_simulate(SimulateArgs& args, bool camera_given)
     exit_on_error(write_truth(args.truth, frame.truth), kExitOutput);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    logger()->info("simulate done camera={} expid={} night={} seed={} fibers={}-{} nwave={} "
-                   "output={} truth={} noise={} seconds={:.1f}",
-                   args.opt.camera, args.opt.expid, args.opt.night, args.opt.seed,
-                   args.opt.specmin, args.opt.specmin + args.opt.nspec - 1,
-                   frame.truth.wave.size(), args.output, args.truth,
-                   args.opt.noise ? "yes" : "no", seconds);
+    logger()->info(
+        "simulate done camera={} expid={} night={} seed={} fibers={}-{} nwave={} "
+        "output={} truth={} noise={} seconds={:.1f}",
+        args.opt.camera, args.opt.expid, args.opt.night, args.opt.seed, args.opt.specmin,
+        args.opt.specmin + args.opt.nspec - 1, frame.truth.wave.size(), args.output, args.truth,
+        args.opt.noise ? "yes" : "no", seconds);
 }
 
 }  // namespace
@@ -77,8 +77,9 @@ void add_simulate_command(CLI::App& app)
     args->opt.nspec = -1;
     SimulationOptions& opt = args->opt;
     CLI::App* cmd = app.add_subcommand(
-        "simulate", "Simulate a preproc frame from a PSF and synthetic spectra (sky, galaxies, "
-                    "stars), with Poisson and read noise, and write the true photons per bin");
+        "simulate",
+        "Simulate a preproc frame from a PSF and synthetic spectra (sky, galaxies, "
+        "stars), with Poisson and read noise, and write the true photons per bin");
     cmd->add_option("-p,--psf", args->psf, "Gauss-Hermite PSF file (PSFVER 3)")->required();
     cmd->add_option("-o,--output", args->output, "Preproc file to write")->required();
     cmd->add_option("--truth", args->truth,

@@ -37,7 +37,8 @@ int fail(int code, const std::string& message)
 int main(int argc, char** argv)
 {
     using namespace ex2d::tool;
-    CLI::App app{"ex2d " EX2D_VERSION ": spectro-perfectionism extraction of DESI spectrograph "
+    CLI::App app{"ex2d " EX2D_VERSION
+                 ": spectro-perfectionism extraction of DESI spectrograph "
                  "frames (Bolton & Schlegel 2010)\n\n"
                  "Typical use:\n"
                  "  ex2d make-psf --camera r0 -o psf.fits\n"

@@ -75,7 +75,8 @@ std::vector<service::Job> JobFeed::stop()
     }
     if (thread_.joinable()) thread_.join();
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<service::Job> left(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
+    std::vector<service::Job> left(std::make_move_iterator(ready_.begin()),
+                                   std::make_move_iterator(ready_.end()));
     ready_.clear();
     return left;
 }

@@ -19,7 +19,8 @@ Result<std::vector<std::uint8_t>> read_bytes(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
     if (!in) return Status::io(path + ": cannot open");
-    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                    std::istreambuf_iterator<char>());
     if (in.bad()) return Status::io(path + ": read error");
     return bytes;
 }
@@ -34,8 +35,8 @@ Status check_frame(const service::Job& job, const PreprocImage& header_only,
     EX2D_RETURN_NOT_OK(check_psf_camera(job.camera, job.preproc, psf, job.psf));
     if (auto camera = header_only.header.get_string("CAMERA")) {
         if (!camera->empty() && *camera != job.camera) {
-            return Status::format(job.preproc + ": CAMERA is '" + *camera + "' but the job is for " +
-                                  job.camera);
+            return Status::format(job.preproc + ": CAMERA is '" + *camera +
+                                  "' but the job is for " + job.camera);
         }
     }
     if (header_only.fibermap.empty()) {
@@ -79,7 +80,8 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
     std::shared_ptr<LargeArray<float>> weights = planes_.take();
     std::uint64_t file_sum = 0;
     auto read = read_preproc_float32(
-        job.preproc, [&](const void* bytes, std::size_t size) { file_sum = wire::checksum64(bytes, size); },
+        job.preproc,
+        [&](const void* bytes, std::size_t size) { file_sum = wire::checksum64(bytes, size); },
         *image, *weights, mask_scratch_);
     if (!read.is_ok()) return read.status();
 
@@ -104,11 +106,13 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
     in.psf_file = std::move(psf_bytes);
     service::test_delay("READ");
     LoadedFrame loaded;
-    loaded.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    loaded.read_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     in.read_seconds = loaded.read_seconds;
-    loaded.message = image_part.data != nullptr
-                         ? service::encode_frame(std::move(in), std::move(image_part), std::move(weights_part))
-                         : service::encode_frame(std::move(in));
+    loaded.message =
+        image_part.data != nullptr
+            ? service::encode_frame(std::move(in), std::move(image_part), std::move(weights_part))
+            : service::encode_frame(std::move(in));
     return loaded;
 }
 

@@ -19,7 +19,10 @@ using service::job_log_context;
 using service::seconds;
 
 Reader::Reader(service::ServiceContext& ctx)
-    : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, loader_(ctx.name()), router_(zmq_context_, zmq::socket_type::router)
+    : ctx_(ctx),
+      me_{ctx.name(), ctx.host(), ctx.pid()},
+      loader_(ctx.name()),
+      router_(zmq_context_, zmq::socket_type::router)
 {
 }
 
@@ -36,8 +39,8 @@ Status Reader::start()
     // Sending to a worker that has gone must fail loudly, so the frame stays here.
     router_.set(zmq::sockopt::router_mandatory, 1);
     EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
-    EX2D_ASSIGN_OR_RETURN(const bool curve,
-                          security_->prepare_bind(zmq_context_, router_, cfg.get_string("zmq.bind")));
+    EX2D_ASSIGN_OR_RETURN(const bool curve, security_->prepare_bind(zmq_context_, router_,
+                                                                    cfg.get_string("zmq.bind")));
     std::string endpoint;
     try {
         endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
@@ -48,7 +51,8 @@ Status Reader::start()
     keeper_->set_field("endpoint", endpoint);
     if (curve) keeper_->set_field("curve_key", security_->public_key());
     EX2D_RETURN_NOT_OK(keeper_->start());
-    EX2D_ASSIGN_OR_RETURN(service::RedisOptions feed_redis, service::redis_options_from_config(cfg));
+    EX2D_ASSIGN_OR_RETURN(service::RedisOptions feed_redis,
+                          service::redis_options_from_config(cfg));
     feed_ = std::make_unique<JobFeed>(feed_redis, cfg.get_string("redis.namespace"), me_, *keeper_);
     EX2D_RETURN_NOT_OK(feed_->start());
 
@@ -73,7 +77,8 @@ Status Reader::start()
 void Reader::receive_messages(long wait_ms, bool wants_job)
 {
     // Wakes for a worker's message or, when a job is wanted, a job from the feed.
-    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, feed_->fd(), ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, feed_->fd(), ZMQ_POLLIN, 0}};
     if (!service::wait_any(items, wants_job ? 2 : 1, wait_ms)) return;
     while (auto parts = service::try_recv(router_)) {
         if (parts->empty()) continue;
@@ -91,8 +96,8 @@ bool Reader::dispatch()
     while (!credits_.empty() && !ready_.empty()) {
         Loaded& frame = ready_.front();
         if (keeper_->lost(frame.job)) {
-            logger()->warn("dropping loaded frame job={} attempt={}: its lease was lost", frame.job.job,
-                           frame.job.epoch);
+            logger()->warn("dropping loaded frame job={} attempt={}: its lease was lost",
+                           frame.job.job, frame.job.epoch);
             keeper_->release(frame.job);
             ready_.pop_front();
             continue;
@@ -113,8 +118,9 @@ bool Reader::dispatch()
         service::ScopedLogContext lc(job_log_context(frame.job));
         ctx_.metrics().bytes("sent").Increment(double(bytes));
         ctx_.metrics().frames("sent").Increment();
-        ctx_.metrics().stage_seconds("queue_wait").Observe(
-            std::chrono::duration<double>(Clock::now() - frame.loaded_at).count());
+        ctx_.metrics()
+            .stage_seconds("queue_wait")
+            .Observe(std::chrono::duration<double>(Clock::now() - frame.loaded_at).count());
         logger()->info("frame sent to worker bytes={}", bytes);
         // From here the worker renews the lease.
         keeper_->release(frame.job);
@@ -148,7 +154,9 @@ long Reader::sleep_ms() const
     wait = std::min(wait, long(duration_cast<milliseconds>(next_reap_ - now).count()));
     if (!credits_.empty()) {
         const auto hold = milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
-        wait = std::min(wait, long(duration_cast<milliseconds>(credits_.front().received_at + hold - now).count()));
+        wait = std::min(
+            wait,
+            long(duration_cast<milliseconds>(credits_.front().received_at + hold - now).count()));
     }
     return std::max(wait, 0L);
 }
@@ -221,7 +229,8 @@ bool Reader::step()
     }
     // A credit we cannot serve goes back, so the worker can ask another reader.
     const auto hold = std::chrono::milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
-    while (!credits_.empty() && ready_.empty() && Clock::now() - credits_.front().received_at > hold) {
+    while (!credits_.empty() && ready_.empty() &&
+           Clock::now() - credits_.front().received_at > hold) {
         wire::OutgoingMessage m;
         m.type = wire::MessageType::no_work;
         m.meta["reader"] = ctx_.name();
@@ -241,7 +250,8 @@ bool Reader::step()
         auto lag = redis_->command({"XINFO", "GROUPS", plane_->nightly_stream()});
         if (lag.is_ok() && !lag.value().elements.empty()) {
             for (const auto& [k, v] : lag.value().elements[0].pairs()) {
-                if (k == "lag") ctx_.metrics().queue_depth("nightly").Set(double(std::atoll(v.c_str())));
+                if (k == "lag")
+                    ctx_.metrics().queue_depth("nightly").Set(double(std::atoll(v.c_str())));
             }
         }
     }
@@ -252,7 +262,8 @@ bool Reader::step()
 void Reader::drain(Clock::time_point)
 {
     for (const auto& job : feed_->stop()) service::hand_back(*plane_, *keeper_, job, ctx_.config());
-    for (const auto& frame : ready_) service::hand_back(*plane_, *keeper_, frame.job, ctx_.config());
+    for (const auto& frame : ready_)
+        service::hand_back(*plane_, *keeper_, frame.job, ctx_.config());
     for (const auto& job : claimed_) service::hand_back(*plane_, *keeper_, job, ctx_.config());
     ready_.clear();
     claimed_.clear();

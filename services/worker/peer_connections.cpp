@@ -68,15 +68,18 @@ void PeerConnections::sync(const PeerMap& live, const PeerMap& kept)
             }
             socket_.connect(peer.endpoint);
             by_endpoint_[peer.endpoint] = connection;
-            logger()->info("connected to {} {} {}{}", role_, name, peer.endpoint,
-                           peer.key.empty() ? "" : " curve_key=" + service::key_fingerprint(peer.key));
+            logger()->info(
+                "connected to {} {} {}{}", role_, name, peer.endpoint,
+                peer.key.empty() ? "" : " curve_key=" + service::key_fingerprint(peer.key));
         } catch (const zmq::error_t& e) {
             logger()->warn("cannot connect to {} {} {}: {}", role_, name, peer.endpoint, e.what());
         }
     }
     for (auto it = refused_.begin(); it != refused_.end();) {
-        if (kept.count(it->first)) ++it;
-        else it = refused_.erase(it);
+        if (kept.count(it->first))
+            ++it;
+        else
+            it = refused_.erase(it);
     }
 }
 

@@ -50,7 +50,7 @@ private:
     struct Connection {
         std::string key;
         std::string routing_id;
-        std::string name;  ///< for logs: the latest process seen on this endpoint
+        std::string name;   ///< for logs: the latest process seen on this endpoint
         bool live = false;  ///< some process on it heart-beat within the registration lifetime
     };
     void disconnect(const std::string& endpoint, const char* why);

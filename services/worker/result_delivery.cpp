@@ -55,8 +55,8 @@ ResultDelivery::Progress ResultDelivery::advance()
     if (!job_) return Progress::waiting;
     const auto now = Clock::now();
     if (now - ready_at_ > result_timeout_) return Progress::timed_out;
-    const bool waiting_on_offer = !offered_to_.empty() && links_.is_live(offered_to_) &&
-                                  now - offered_at_ < offer_timeout_;
+    const bool waiting_on_offer =
+        !offered_to_.empty() && links_.is_live(offered_to_) && now - offered_at_ < offer_timeout_;
     if (waiting_on_offer) return Progress::waiting;
     const std::vector<std::string> writers = links_.live_routing_ids();
     // Round robin, and away from a writer that let its offer lapse while another is there.

@@ -51,7 +51,8 @@ Status Worker::start()
 
     CudaBackendOptions cuda;
     cuda.device = int(cfg.get_int("worker.device"));
-    cuda.memory_budget_bytes = std::size_t(cfg.get_double("worker.gpu_memory_gib") * double(1 << 30));
+    cuda.memory_budget_bytes =
+        std::size_t(cfg.get_double("worker.gpu_memory_gib") * double(1 << 30));
     StandinBackendOptions standin;
     standin.frame_path = cfg.get_string("worker.standin_frame");
     standin.delay_s = cfg.get_double("worker.standin_delay_s");
@@ -59,7 +60,8 @@ Status Worker::start()
     // container or Slurm step may use, not the node's core count.
     const int threads = resolve_thread_count(int(cfg.get_int("worker.threads")));
     auto backend = make_backend(cfg.get_string("worker.backend"), threads, cuda, standin);
-    if (!backend.is_ok()) return Status(backend.status().code(), "worker.backend: " + backend.status().message());
+    if (!backend.is_ok())
+        return Status(backend.status().code(), "worker.backend: " + backend.status().message());
     backend_ = std::move(backend).value();
     const DeviceReport report = backend_->device_report();
     device_ = report.device_name.empty() ? "cpu" : report.device_name;
@@ -75,14 +77,14 @@ Status Worker::start()
     EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
     readers_ = std::make_unique<PeerConnections>(dealer_, *security_, "reader", false);
     writer_links_ = std::make_unique<PeerConnections>(writers_, *security_, "writer", true);
-    delivery_ = std::make_unique<ResultDelivery>(writers_, *writer_links_, ctx_.name(),
-                                                 seconds(cfg.get_double("zmq.peer_timeout_s")),
-                                                 seconds(cfg.get_double("worker.result_timeout_s")));
+    delivery_ = std::make_unique<ResultDelivery>(
+        writers_, *writer_links_, ctx_.name(), seconds(cfg.get_double("zmq.peer_timeout_s")),
+        seconds(cfg.get_double("worker.result_timeout_s")));
     if (security_->curve_enabled()) {
-        dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_, "reader",
-                                                                         &ctx_.metrics());
-        writer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, writers_, "writer",
-                                                                         &ctx_.metrics());
+        dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_,
+                                                                         "reader", &ctx_.metrics());
+        writer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, writers_,
+                                                                         "writer", &ctx_.metrics());
         logger()->info("curve client key={} trusted_server_keys={}",
                        service::key_fingerprint(security_->public_key()),
                        security_->allowed().empty() ? std::string("any advertised")
@@ -98,8 +100,8 @@ Status Worker::start()
     max_spare_planes_ = std::size_t(2 * (cfg.get_int("worker.credit") + 1));
     discover();
     ctx_.set_ready(true);
-    logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(), device_,
-                   cfg.get_int("worker.credit"), threads);
+    logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(),
+                   device_, cfg.get_int("worker.credit"), threads);
     return Status::ok();
 }
 
@@ -141,7 +143,8 @@ void Worker::ask_for_frames()
     while (!credits_out_.empty() && now - credits_out_.front() > timeout) credits_out_.pop_front();
     if (readers_->empty() || keeper_->drain_requested()) return;
     const long long max_frames = ctx_.config().get_int("service.max_frames");
-    const long in_hand = long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0);
+    const long in_hand =
+        long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0);
     if (max_frames > 0 && frames_done_ + in_hand + long(credits_out_.size()) >= max_frames) return;
     const long credit = long(ctx_.config().get_int("worker.credit"));
     while (long(credits_out_.size()) + in_hand < credit) {
@@ -163,8 +166,8 @@ void Worker::receive_messages(long wait_ms)
     if (!service::wait_any(items, 3, wait_ms)) return;
     if (items[1].revents & ZMQ_POLLIN) receive_from_writers();
     while (auto parts = service::try_recv(dealer_)) {
-        auto message = service::decode_or_drop(std::move(*parts), ctx_,
-                                               {wire::MessageType::frame, wire::MessageType::no_work});
+        auto message = service::decode_or_drop(
+            std::move(*parts), ctx_, {wire::MessageType::frame, wire::MessageType::no_work});
         if (!message) continue;
         // Either answer returns the credit it was sent for.
         if (!credits_out_.empty()) credits_out_.pop_front();
@@ -233,7 +236,8 @@ void Worker::accept_frame(wire::IncomingMessage message)
     waiting_.push_back(std::move(inputs).value());
 }
 
-std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInputs& in, Status& status)
+std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInputs& in,
+                                                       Status& status)
 {
     auto it = psf_cache_.find(in.psf_checksum);
     if (it != psf_cache_.end()) return it->second;
@@ -296,8 +300,9 @@ void Worker::start_extraction()
     auto fence = plane_->advance(in.job, "extracting", me_);
     if (!fence.is_ok() || fence.value() != Fence::applied) {
         ctx_.metrics().frames("stale").Increment();
-        logger()->warn("frame dropped before extraction: {}",
-                       fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
+        logger()->warn(
+            "frame dropped before extraction: {}",
+            fence.is_ok() ? service::to_string(fence.value()) : fence.status().message());
         keeper_->release(in.job);
         return;
     }
@@ -361,8 +366,9 @@ void Worker::send_result()
     // No writer took it in time: holding it longer would hold the frame for ever if the
     // writers are gone or unreachable. Another worker extracts it again.
     service::ScopedLogContext lc(job_log_context(job));
-    logger()->warn("result not delivered: no writer granted room within {} s; handing the frame back",
-                   ctx_.config().get_double("worker.result_timeout_s"));
+    logger()->warn(
+        "result not delivered: no writer granted room within {} s; handing the frame back",
+        ctx_.config().get_double("worker.result_timeout_s"));
     ctx_.metrics().frames("undelivered").Increment();
     delivery_->clear();
     service::hand_back(*plane_, *keeper_, job, ctx_.config());
@@ -382,8 +388,8 @@ bool Worker::step()
     // frame that waits while a result waits for a writer's grant is no reason to spin.
     const bool can_start = !waiting_.empty() && !extracting_job_ && !delivery_->busy();
     receive_messages(can_start ? 0 : 100);
-    ctx_.metrics().frames_in_memory().Set(double(waiting_.size() + (extracting_job_ ? 1 : 0) +
-                                                 (delivery_->busy() ? 1 : 0)));
+    ctx_.metrics().frames_in_memory().Set(
+        double(waiting_.size() + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0)));
     const long long max_frames = ctx_.config().get_int("service.max_frames");
     return !(max_frames > 0 && frames_done_ >= max_frames);
 }

@@ -51,7 +51,8 @@ private:
     /// Float64 planes of a frame already extracted, to decode the next one into.
     LargeArray<double> take_spare_plane();
     void return_spare_plane(LargeArray<double> plane);
-    std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs, Status& status);
+    std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs,
+                                                   Status& status);
 
     service::ServiceContext& ctx_;
     service::Actor me_;
@@ -66,8 +67,8 @@ private:
     std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, writer_handshakes_;
     std::unique_ptr<PeerConnections> readers_, writer_links_;
     std::unique_ptr<ResultDelivery> delivery_;
-    std::deque<Clock::time_point> credits_out_;   ///< CREDITs sent and not yet answered
-    std::deque<service::FrameInputs> waiting_;    ///< received, not yet extracting
+    std::deque<Clock::time_point> credits_out_;  ///< CREDITs sent and not yet answered
+    std::deque<service::FrameInputs> waiting_;   ///< received, not yet extracting
     std::optional<service::Job> extracting_job_;
     std::future<Result<service::FrameOutputs>> extraction_;
     std::mutex spare_mutex_;  ///< the extraction thread gives planes back

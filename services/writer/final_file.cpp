@@ -57,7 +57,8 @@ Result<Placement> place_final(const std::string& tmp, const std::string& final_p
         if (errno != EEXIST) return io_failure(final_path, "cannot rename the temporary file");
         if (holds_our_frame(final_path, ours)) return Placement::already_there;
         if (!still_ours()) {
-            return Status::invalid(final_path + ": lease lost before replacing an older output (stale_epoch)");
+            return Status::invalid(final_path +
+                                   ": lease lost before replacing an older output (stale_epoch)");
         }
         if (std::rename(final_path.c_str(), aside.c_str()) != 0) {
             if (errno == ENOENT) continue;

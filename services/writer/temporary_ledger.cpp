@@ -10,7 +10,10 @@ namespace ex2d::writer {
 
 RedisTemporaryLedger::RedisTemporaryLedger(service::RedisClient& redis,
                                            const service::ControlPlane& plane, service::Actor me)
-    : redis_(redis), key_(plane.key("temporaries")), proc_prefix_(plane.key("proc:")), me_(std::move(me))
+    : redis_(redis),
+      key_(plane.key("temporaries")),
+      proc_prefix_(plane.key("proc:")),
+      me_(std::move(me))
 {
 }
 
@@ -20,7 +23,8 @@ Status RedisTemporaryLedger::record(const std::string& path)
     const std::string entry = me_.name + " " + me_.host + " " + std::to_string(me_.pid) + " " +
                               std::to_string(service::unix_ms());
     auto reply = redis_.command({"HSET", key_, path, entry});
-    if (!reply.is_ok()) return Status::io(path + ": cannot record the temporary file: " + reply.status().message());
+    if (!reply.is_ok())
+        return Status::io(path + ": cannot record the temporary file: " + reply.status().message());
     if (reply.value().is_error()) {
         return Status::io(path + ": cannot record the temporary file: redis: " + reply.value().str);
     }
@@ -70,7 +74,8 @@ int RedisTemporaryLedger::sweep()
                 logger()->info("removed temporary file of writer {} (gone): {}", owner, path);
             } else if (ec) {
                 // Not reachable from here (another node's disk): leave it to a writer that is.
-                logger()->warn("cannot remove temporary file of writer {} {}: {}", owner, path, ec.message());
+                logger()->warn("cannot remove temporary file of writer {} {}: {}", owner, path,
+                               ec.message());
                 continue;
             }
         } else {

@@ -81,8 +81,10 @@ Result<WriteOutcome> describe(const std::string& path, bool skipped)
 Status check_frame_identity(const service::FrameOutputs& out)
 {
     const service::Job& job = out.job;
-    const std::string refused = job.output + ": not written, the frame is not job " + job.job + "'s: ";
-    if (auto camera = out.image_header.get_string("CAMERA"); camera && trimmed_lower(*camera) != job.camera) {
+    const std::string refused =
+        job.output + ": not written, the frame is not job " + job.job + "'s: ";
+    if (auto camera = out.image_header.get_string("CAMERA");
+        camera && trimmed_lower(*camera) != job.camera) {
         return Status::format(refused + "header CAMERA is " + *camera);
     }
     for (const auto& [key, expected] : {std::pair<const char*, std::string>{"EXPID", job.expid},
@@ -146,7 +148,8 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
     Status written = write_frame(tmp, out.frame, prov);
     if (written.is_ok() && fsync_files) written = fsync_path(tmp, false);
     if (written.is_ok() && !still_ours()) {
-        written = Status::invalid(final_path.string() + ": lease lost before the rename (stale_epoch)");
+        written =
+            Status::invalid(final_path.string() + ": lease lost before the rename (stale_epoch)");
     }
     if (!written.is_ok()) {
         cleanup();

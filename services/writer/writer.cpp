@@ -24,7 +24,9 @@ using service::job_log_context;
 using service::seconds;
 
 Writer::Writer(service::ServiceContext& ctx)
-    : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}, router_(zmq_context_, zmq::socket_type::router)
+    : ctx_(ctx),
+      me_{ctx.name(), ctx.host(), ctx.pid()},
+      router_(zmq_context_, zmq::socket_type::router)
 {
 }
 
@@ -68,8 +70,8 @@ Status Writer::start()
     // A GRANT to a worker that has gone fails at once instead of vanishing.
     router_.set(zmq::sockopt::router_mandatory, 1);
     EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
-    EX2D_ASSIGN_OR_RETURN(const bool curve,
-                          security_->prepare_bind(zmq_context_, router_, cfg.get_string("zmq.bind")));
+    EX2D_ASSIGN_OR_RETURN(const bool curve, security_->prepare_bind(zmq_context_, router_,
+                                                                    cfg.get_string("zmq.bind")));
     std::string endpoint;
     try {
         endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
@@ -101,8 +103,8 @@ std::size_t Writer::queued() const
 bool Writer::busy() const
 {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    return !queue_.empty() ||
-           std::any_of(writing_.begin(), writing_.end(), [](const auto& j) { return j.has_value(); });
+    return !queue_.empty() || std::any_of(writing_.begin(), writing_.end(),
+                                          [](const auto& j) { return j.has_value(); });
 }
 
 void Writer::grant()
@@ -150,19 +152,19 @@ void Writer::receive(std::vector<zmq::message_t> parts)
         {wire::MessageType::offer, wire::MessageType::result, wire::MessageType::decline});
     if (!message) return;
     switch (message->type) {
-    case wire::MessageType::offer: {
-        const bool waiting = granted_.count(worker) != 0 ||
-                             std::any_of(offers_.begin(), offers_.end(),
-                                         [&](const Offer& o) { return o.worker == worker; });
-        if (!waiting) offers_.push_back({worker, message->job_id});
-        break;
-    }
-    case wire::MessageType::decline:
-        granted_.erase(worker);
-        break;
-    default:
-        granted_.erase(worker);
-        accept_result(std::move(*message));
+        case wire::MessageType::offer: {
+            const bool waiting = granted_.count(worker) != 0 ||
+                                 std::any_of(offers_.begin(), offers_.end(),
+                                             [&](const Offer& o) { return o.worker == worker; });
+            if (!waiting) offers_.push_back({worker, message->job_id});
+            break;
+        }
+        case wire::MessageType::decline:
+            granted_.erase(worker);
+            break;
+        default:
+            granted_.erase(worker);
+            accept_result(std::move(*message));
     }
 }
 
@@ -236,7 +238,8 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
         auto f = plane.renew(job);
         return f.is_ok() && f.value() == Fence::applied;
     };
-    auto outcome = write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours, *temporaries_);
+    auto outcome =
+        write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours, *temporaries_);
     if (!outcome.is_ok()) {
         const Status& s = outcome.status();
         if (s.code() == StatusCode::invalid_argument) {
@@ -279,11 +282,11 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
     ctx_.metrics().stage_seconds("write").Observe(write_seconds);
     ctx_.metrics().frames(outcome.value().skipped ? "skipped" : "written").Increment();
     keeper_->set_field("frames", std::to_string(++frames_done_));
-    logger()->info("frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
-                   "extract_s={:.2f} worker={}",
-                   outcome.value().skipped ? "already written" : "written", job.output,
-                   outcome.value().bytes, outcome.value().checksum, write_seconds, out.read_seconds,
-                   out.extract_seconds, out.worker);
+    logger()->info(
+        "frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
+        "extract_s={:.2f} worker={}",
+        outcome.value().skipped ? "already written" : "written", job.output, outcome.value().bytes,
+        outcome.value().checksum, write_seconds, out.read_seconds, out.extract_seconds, out.worker);
 }
 
 bool Writer::step()
@@ -295,7 +298,8 @@ bool Writer::step()
     }
     expire_grants();
     grant();
-    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
     if (service::wait_any(items, 2, 100)) {
         if (items[1].revents & ZMQ_POLLIN) {
             std::uint64_t signals = 0;

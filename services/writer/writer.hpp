@@ -35,8 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 /// What became of a frame written (or found already written).
 struct WriteOutcome {
-    bool skipped = false;   ///< the file was already there with the same provenance
-    std::string checksum;   ///< XXH3-128 of the file
+    bool skipped = false;  ///< the file was already there with the same provenance
+    std::string checksum;  ///< XXH3-128 of the file
     long long bytes = 0;
 };
 
@@ -81,7 +81,7 @@ private:
     std::unique_ptr<service::RedisClient> ledger_redis_;
     std::unique_ptr<RedisTemporaryLedger> temporaries_;
     Clock::time_point next_sweep_;
-    std::deque<Offer> offers_;                         ///< oldest first
+    std::deque<Offer> offers_;                          ///< oldest first
     std::map<std::string, Clock::time_point> granted_;  ///< routing id -> when granted
 
     /// One Redis connection per write thread: hiredis connections are not thread-safe.
@@ -89,7 +89,7 @@ private:
     std::vector<std::thread> write_threads_;
     mutable std::mutex queue_mutex_;
     std::condition_variable queue_cv_;
-    std::deque<Received> queue_;                       ///< oldest first
+    std::deque<Received> queue_;                        ///< oldest first
     std::vector<std::optional<service::Job>> writing_;  ///< per write thread
     bool stop_writing_ = false;
     int wake_fd_ = -1;  ///< eventfd a write thread signals when it takes a result (credit freed)
@@ -105,8 +105,9 @@ Status check_frame_identity(const service::FrameOutputs& outputs);
 /// temporary file and the rename; when it says no, the temporary file is removed and the
 /// rename never happens. The rename itself never replaces a file holding this job's frame.
 /// Temporary files are recorded in `temporaries` while they exist.
-Result<WriteOutcome> write_output(const service::FrameOutputs& outputs, const service::Actor& writer,
-                                  bool fsync_files, const std::function<bool()>& still_ours,
+Result<WriteOutcome> write_output(const service::FrameOutputs& outputs,
+                                  const service::Actor& writer, bool fsync_files,
+                                  const std::function<bool()>& still_ours,
                                   TemporaryLedger& temporaries);
 
 }  // namespace ex2d::writer

@@ -29,7 +29,10 @@ using Clock = std::chrono::steady_clock;
 // Ctrl-C or a timeout ends the soak through its report, so that the fleet's destructor kills
 // the services it started instead of leaving them orphaned.
 volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int)
+{
+    g_stop = 1;
+}
 
 struct Options {
     int frames = 300;
@@ -56,18 +59,30 @@ bool parse(int argc, char** argv, Options& o)
         }
         if (i + 1 >= argc) return false;
         const char* v = argv[++i];
-        if (flag == "--frames") o.frames = std::atoi(v);
-        else if (flag == "--readers") o.readers = std::atoi(v);
-        else if (flag == "--workers") o.workers = std::atoi(v);
-        else if (flag == "--writers") o.writers = std::atoi(v);
-        else if (flag == "--duration-limit") o.duration_limit_s = std::atof(v);
-        else if (flag == "--seed") o.seed = unsigned(std::strtoul(v, nullptr, 10));
-        else if (flag == "--faults-per-minute") o.faults_per_minute = std::atof(v);
-        else if (flag == "--lease-s") o.lease_s = std::atof(v);
-        else if (flag == "--reaper-interval-s") o.reaper_interval_s = std::atof(v);
-        else if (flag == "--extract-delay-ms") o.extract_delay_ms = std::atoi(v);
-        else if (flag == "--write-delay-ms") o.write_delay_ms = std::atoi(v);
-        else return false;
+        if (flag == "--frames")
+            o.frames = std::atoi(v);
+        else if (flag == "--readers")
+            o.readers = std::atoi(v);
+        else if (flag == "--workers")
+            o.workers = std::atoi(v);
+        else if (flag == "--writers")
+            o.writers = std::atoi(v);
+        else if (flag == "--duration-limit")
+            o.duration_limit_s = std::atof(v);
+        else if (flag == "--seed")
+            o.seed = unsigned(std::strtoul(v, nullptr, 10));
+        else if (flag == "--faults-per-minute")
+            o.faults_per_minute = std::atof(v);
+        else if (flag == "--lease-s")
+            o.lease_s = std::atof(v);
+        else if (flag == "--reaper-interval-s")
+            o.reaper_interval_s = std::atof(v);
+        else if (flag == "--extract-delay-ms")
+            o.extract_delay_ms = std::atoi(v);
+        else if (flag == "--write-delay-ms")
+            o.write_delay_ms = std::atoi(v);
+        else
+            return false;
     }
     return o.frames > 0 && o.readers > 0 && o.workers > 0 && o.writers > 0 &&
            o.faults_per_minute > 0 && o.lease_s > 0 && o.reaper_interval_s > 0 &&
@@ -304,19 +319,23 @@ void Soak::progress()
 {
     std::map<std::string, int> up;
     for (const auto& slot : slots_) up[slot.role] += slot.proc && !slot.stopped;
-    std::printf("[%6.1fs] done %zu/%d dead %zu | faults %zu | running readers %d workers %d "
-                "writers %d%s\n", now(), done_.size(), o_.frames, dead_.size(), faults_.size(),
-                up["reader"], up["worker"], up["writer"], redis_down_ ? " | redis down" : "");
+    std::printf(
+        "[%6.1fs] done %zu/%d dead %zu | faults %zu | running readers %d workers %d "
+        "writers %d%s\n",
+        now(), done_.size(), o_.frames, dead_.size(), faults_.size(), up["reader"], up["worker"],
+        up["writer"], redis_down_ ? " | redis down" : "");
 }
 
 int Soak::run()
 {
     if (o_.keep) ::setenv("EX2D_KEEP_TEST_DIRS", "1", 1);
-    std::printf("chaos soak: %d frames, readers %d workers %d writers %d, %.0f faults/min, "
-                "lease %.1f s, reaper %.1f s, delays extract %d ms write %d ms, seed %u\n"
-                "folder %s\n", o_.frames, o_.readers, o_.workers, o_.writers,
-                o_.faults_per_minute, o_.lease_s, o_.reaper_interval_s, o_.extract_delay_ms,
-                o_.write_delay_ms, o_.seed, fleet_.dir().c_str());
+    std::printf(
+        "chaos soak: %d frames, readers %d workers %d writers %d, %.0f faults/min, "
+        "lease %.1f s, reaper %.1f s, delays extract %d ms write %d ms, seed %u\n"
+        "folder %s\n",
+        o_.frames, o_.readers, o_.workers, o_.writers, o_.faults_per_minute, o_.lease_s,
+        o_.reaper_interval_s, o_.extract_delay_ms, o_.write_delay_ms, o_.seed,
+        fleet_.dir().c_str());
     fleet_.settings["queue.lease_s"] = std::to_string(o_.lease_s);
     fleet_.settings["queue.reaper_interval_s"] = std::to_string(o_.reaper_interval_s);
     // The delays keep several frames in each stage, so that faults land mid-frame.
@@ -336,7 +355,8 @@ int Soak::run()
                 std::chrono::duration<double>(Clock::now() - t_make).count());
 
     for (const auto& [role, count] : {std::pair<std::string, int>{"reader", o_.readers},
-                                      {"worker", o_.workers}, {"writer", o_.writers}}) {
+                                      {"worker", o_.workers},
+                                      {"writer", o_.writers}}) {
         for (int i = 0; i < count; ++i) start_slot(slots_.emplace_back(role));
     }
     t0_ = Clock::now();
@@ -421,11 +441,14 @@ int Soak::report(bool finished, double wall_s)
     const double bound = o_.lease_s + o_.reaper_interval_s + 5;
 
     std::printf("\n== chaos soak result (seed %u) ==\n", o_.seed);
-    const std::pair<const char*, long> figures[] = {
-        {"frames", total.expected}, {"done", total.done}, {"lost", total.lost},
-        {"duplicate outputs", total.duplicates}, {"partial files", total.partial},
-        {"dead", total.dead}, {"redeliveries", redeliveries},
-        {"unexpected exits", unexpected_exits_}};
+    const std::pair<const char*, long> figures[] = {{"frames", total.expected},
+                                                    {"done", total.done},
+                                                    {"lost", total.lost},
+                                                    {"duplicate outputs", total.duplicates},
+                                                    {"partial files", total.partial},
+                                                    {"dead", total.dead},
+                                                    {"redeliveries", redeliveries},
+                                                    {"unexpected exits", unexpected_exits_}};
     for (const auto& [name, value] : figures) std::printf("%-18s %ld\n", name, value);
     std::printf("wall time          %.1f s%s\n", wall_s, finished ? "" : " (stopped early)");
     std::printf("frames/hour        %.0f\n", wall_s > 0 ? 3600.0 * total.done / wall_s : 0.0);
@@ -433,8 +456,7 @@ int Soak::report(bool finished, double wall_s)
     for (const auto& [kind, count] : by_kind_) std::printf("  %-24s %d\n", kind.c_str(), count);
     std::printf("recovery, fault to first in-flight frame done: %s\n",
                 summary(first, bound).c_str());
-    std::printf("fault to all frames in flight at it done:      %s\n",
-                summary(all, bound).c_str());
+    std::printf("fault to all frames in flight at it done:      %s\n", summary(all, bound).c_str());
     std::printf("bound: lease + reaper interval + 5 s = %.1f s\n", bound);
     std::printf("RSS KiB at the end:%s\n", rss.c_str());
     for (std::size_t i = 0; i < stuck.size() && i < 20; ++i) {
@@ -442,9 +464,8 @@ int Soak::report(bool finished, double wall_s)
     }
     if (o_.keep) std::printf("kept %s (per fault: faults.tsv)\n", fleet_.dir().c_str());
     // A service that exits on its own under these faults is a bug even when its frames recover.
-    const bool clean = finished && total.lost == 0 && total.duplicates == 0 &&
-                       total.partial == 0 && total.dead == 0 && total.done == o_.frames &&
-                       unexpected_exits_ == 0;
+    const bool clean = finished && total.lost == 0 && total.duplicates == 0 && total.partial == 0 &&
+                       total.dead == 0 && total.done == o_.frames && unexpected_exits_ == 0;
     std::printf("%s\n", clean ? "PASS" : "FAIL");
     return clean ? 0 : 1;
 }
@@ -456,10 +477,11 @@ int main(int argc, char** argv)
 {
     ex2d::fleet_test::Options options;
     if (!ex2d::fleet_test::parse(argc, argv, options)) {
-        std::fprintf(stderr, "usage: ex2d-chaos-soak [--frames N] [--readers N] [--workers N] "
-                             "[--writers N] [--duration-limit S] [--seed N] [--keep]\n"
-                             "  [--faults-per-minute F] [--lease-s S] [--reaper-interval-s S] "
-                             "[--extract-delay-ms MS] [--write-delay-ms MS]\n");
+        std::fprintf(stderr,
+                     "usage: ex2d-chaos-soak [--frames N] [--readers N] [--workers N] "
+                     "[--writers N] [--duration-limit S] [--seed N] [--keep]\n"
+                     "  [--faults-per-minute F] [--lease-s S] [--reaper-interval-s S] "
+                     "[--extract-delay-ms MS] [--write-delay-ms MS]\n");
         return 2;
     }
     // Redis going away is expected here; the clients' warnings would drown the progress lines.

@@ -39,7 +39,8 @@ TEST(BandSolve, CholeskyMatchesLapack)
     for (int j = 0; j < m; ++j) {
         for (int d = 0; d <= kd && j + d < m; ++d) {
             const size_t k = d + size_t(j) * (kd + 1);
-            EXPECT_NEAR(ours[k], lapack[k], 1e-14 * std::max(1.0, std::abs(lapack[k]))) << j << "," << d;
+            EXPECT_NEAR(ours[k], lapack[k], 1e-14 * std::max(1.0, std::abs(lapack[k])))
+                << j << "," << d;
         }
     }
 }
@@ -65,7 +66,8 @@ TEST(BandSolve, UnitColumnsMatchADenseForwardSubstitution)
     ASSERT_EQ(band_cholesky(band.data(), m, kd), 0);
     std::vector<double> dense(size_t(m) * m, 0.0);  // L, row-major
     for (int j = 0; j < m; ++j) {
-        for (int i = j; i <= std::min(m - 1, j + kd); ++i) dense[size_t(i) * m + j] = band[(i - j) + size_t(j) * (kd + 1)];
+        for (int i = j; i <= std::min(m - 1, j + kd); ++i)
+            dense[size_t(i) * m + j] = band[(i - j) + size_t(j) * (kd + 1)];
     }
 
     BandRows rows;
@@ -88,7 +90,8 @@ TEST(BandSolve, UnitColumnsMatchADenseForwardSubstitution)
             if (k < unit) {
                 EXPECT_EQ(got, 0.0) << "row " << k << " column " << w;
             } else {
-                EXPECT_NEAR(got, x[k], 1e-13 * std::max(1.0, std::abs(x[k]))) << "row " << k << " column " << w;
+                EXPECT_NEAR(got, x[k], 1e-13 * std::max(1.0, std::abs(x[k])))
+                    << "row " << k << " column " << w;
             }
         }
         for (int k = 0; k < std::max(0, pass_start - zero_rows); ++k) {
@@ -96,7 +99,8 @@ TEST(BandSolve, UnitColumnsMatchADenseForwardSubstitution)
         }
     }
     for (int k = first_row + 8 * row_step; k < m; ++k) {
-        for (int w = ncols; w < ldz; ++w) EXPECT_EQ(z[size_t(k) * ldz + w], 0.0) << "padding " << k << "," << w;
+        for (int w = ncols; w < ldz; ++w)
+            EXPECT_EQ(z[size_t(k) * ldz + w], 0.0) << "padding " << k << "," << w;
     }
 }
 

@@ -24,7 +24,8 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
                         const std::vector<double>& padded, const ImageView& image)
 {
     const int nf = p.nfiber(), nw = p.nwave, m = nf * nw;
-    const std::vector<double> waves(padded.begin() + p.wave_begin, padded.begin() + p.wave_begin + nw);
+    const std::vector<double> waves(padded.begin() + p.wave_begin,
+                                    padded.begin() + p.wave_begin + nw);
     const SpotGrid spots = evaluate_spots(psf, p.fiber_begin, nf, waves, 1);
     const int rows = p.row_end - p.row_begin, cols = p.col_end - p.col_begin, npix = rows * cols;
     // unknown order here is fibre-major (s * nw + w), unlike the solver's, on purpose
@@ -49,9 +50,10 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
         pix[k] = image.pixels[g];
         for (int u = 0; u < m; ++u) wa[size_t(k) * m + u] *= image.weights[g];
     }
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, m, npix, 1.0, wa.data(), m, a.data(),
-                m, 0.0, icov.data(), m);
-    cblas_dgemv(CblasRowMajor, CblasTrans, npix, m, 1.0, wa.data(), m, pix.data(), 1, 0.0, y.data(), 1);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, m, npix, 1.0, wa.data(), m, a.data(), m,
+                0.0, icov.data(), m);
+    cblas_dgemv(CblasRowMajor, CblasTrans, npix, m, 1.0, wa.data(), m, pix.data(), 1, 0.0, y.data(),
+                1);
     for (int k = 0; k < npix; ++k) {
         for (int u = 0; u < m; ++u) fw[u] += wa[size_t(k) * m + u];
     }
@@ -68,7 +70,8 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
         for (int j = 0; j < i; ++j) cov[size_t(i) * m + j] = cov[size_t(j) * m + i];
     }
     std::vector<double> f(m);
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, m, 1.0, cov.data(), m, y.data(), 1, 0.0, f.data(), 1);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, m, 1.0, cov.data(), m, y.data(), 1, 0.0, f.data(),
+                1);
 
     DenseResult out;
     const int ncf = p.ncore_fiber(), ncw = p.ncore_wave, nd = psf.hsizey, ndiag = 2 * nd + 1;
@@ -80,7 +83,8 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
         const int s = p.core_fiber_begin + cf - p.fiber_begin;
         std::vector<double> block(size_t(nw) * nw), eig(nw), q(size_t(nw) * nw, 0.0), norm(nw, 0.0);
         for (int i = 0; i < nw; ++i) {
-            for (int j = 0; j < nw; ++j) block[size_t(i) * nw + j] = cov[size_t(s * nw + i) * m + s * nw + j];
+            for (int j = 0; j < nw; ++j)
+                block[size_t(i) * nw + j] = cov[size_t(s * nw + i) * m + s * nw + j];
         }
         EXPECT_EQ(LAPACKE_dsyev(LAPACK_ROW_MAJOR, 'V', 'U', nw, block.data(), nw, eig.data()), 0);
         const double floor_eig = 1e-14 * eig[nw - 1];
@@ -104,7 +108,8 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
             out.xflux[size_t(cf) * ncw + jj] = f[s * nw + j];
             for (int d = 0; d < ndiag; ++d) {
                 const int row = j - nd + d;
-                out.rdiag[(size_t(cf) * ndiag + d) * ncw + jj] = q[size_t(row) * nw + j] / norm[row];
+                out.rdiag[(size_t(cf) * ndiag + d) * ncw + jj] =
+                    q[size_t(row) * nw + j] / norm[row];
             }
         }
     }

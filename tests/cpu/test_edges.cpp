@@ -45,7 +45,8 @@ void check_edge_bundle(const GaussHermitePsf& psf, int specmin)
                 EXPECT_GT(f.ivar[k], 0.0) << "spec " << s << " bin " << j << " pmf " << pmf;
                 ++usable;
             }
-            const bool crosses_edge = yspot[j] < psf.hsizey || yspot[j] > psf.npix_y - 1 - psf.hsizey;
+            const bool crosses_edge =
+                yspot[j] < psf.hsizey || yspot[j] > psf.npix_y - 1 - psf.hsizey;
             if (crosses_edge && pmf > 0 && pmf < 1) ++partly_off;
         }
         // the first and last bins whose spots lie on the CCD are science, not loss
@@ -61,18 +62,25 @@ void check_edge_bundle(const GaussHermitePsf& psf, int specmin)
     EXPECT_GT(partly_off, 0) << "some spots should be cut by a CCD edge";
     EXPECT_GT(usable, 20 * f.nwave);
     const PullStatistics& p = r.pulls;
-    std::printf("edge bundle %d: off-CCD bins %ld, cut spots %ld, pulls mean %+.4f std %.4f "
-                "beyond5 %.1e over %ld bins\n", specmin, off_ccd, partly_off, p.mean, p.stddev,
-                p.frac_beyond_5, p.n);
+    std::printf(
+        "edge bundle %d: off-CCD bins %ld, cut spots %ld, pulls mean %+.4f std %.4f "
+        "beyond5 %.1e over %ld bins\n",
+        specmin, off_ccd, partly_off, p.mean, p.stddev, p.frac_beyond_5, p.n);
     EXPECT_LT(std::abs(p.mean), 0.04);
     EXPECT_GT(p.stddev, 0.95);
     EXPECT_LT(p.stddev, 1.05);
     EXPECT_LT(p.frac_beyond_5, 5e-4);
 }
 
-TEST(Edges, FirstBundleOverTheWholeCcd) { check_edge_bundle(make_synthetic_psf(Arm::r, 0), 0); }
+TEST(Edges, FirstBundleOverTheWholeCcd)
+{
+    check_edge_bundle(make_synthetic_psf(Arm::r, 0), 0);
+}
 
-TEST(Edges, LastBundleOverTheWholeCcd) { check_edge_bundle(make_synthetic_psf(Arm::r, 0), 475); }
+TEST(Edges, LastBundleOverTheWholeCcd)
+{
+    check_edge_bundle(make_synthetic_psf(Arm::r, 0), 475);
+}
 
 }  // namespace
 }  // namespace ex2d

@@ -54,8 +54,8 @@ PullSummary pulls(const ExtractedFrame& frame, const test::ForwardModel& fm, int
         for (int j = nd; j < frame.nwave - nd; ++j) {
             const size_t k = size_t(s) * frame.nwave + j;
             if (frame.ivar[k] <= 0) continue;
-            const double pull = (frame.flux[k] * dwave[j] - truth[k]) *
-                                std::sqrt(frame.ivar[k]) / dwave[j];
+            const double pull =
+                (frame.flux[k] * dwave[j] - truth[k]) * std::sqrt(frame.ivar[k]) / dwave[j];
             sum += pull;
             sum2 += pull * pull;
             beyond += std::abs(pull) > 5;
@@ -145,9 +145,9 @@ TEST(ExtractTiny, ColumnWindowGivesTheSameFrameAsTheWholeImage)
     TinySetup setup(12);
     setup.opt.nspec = 25;
     const ExtractedFrame whole = setup.extract(1);
-    const std::vector<PatchGeometry> patches = plan_patches(
-        setup.psf, setup.opt, make_wave_grids(setup.psf, setup.opt), setup.psf.npix_y,
-        setup.psf.npix_x);
+    const std::vector<PatchGeometry> patches =
+        plan_patches(setup.psf, setup.opt, make_wave_grids(setup.psf, setup.opt), setup.psf.npix_y,
+                     setup.psf.npix_x);
     int col_begin = setup.psf.npix_x, col_end = 0;
     for (const PatchGeometry& p : patches) {
         col_begin = std::min(col_begin, p.col_begin);
@@ -163,8 +163,8 @@ TEST(ExtractTiny, ColumnWindowGivesTheSameFrameAsTheWholeImage)
         weights.insert(weights.end(), setup.weights.begin() + first,
                        setup.weights.begin() + first + ncols);
     }
-    const ImageView window{setup.psf.npix_y, setup.psf.npix_x, pixels.data(), weights.data(),
-                           col_begin, ncols};
+    const ImageView window{setup.psf.npix_y, setup.psf.npix_x, pixels.data(),
+                           weights.data(),   col_begin,        ncols};
     auto backend = make_cpu_backend(1);
     auto result = extract_frame(window, setup.psf, setup.opt, *backend);
     ASSERT_TRUE(result.is_ok()) << result.status().to_string();
@@ -175,8 +175,8 @@ TEST(ExtractTiny, ColumnWindowGivesTheSameFrameAsTheWholeImage)
     EXPECT_EQ(part.chi2pix, whole.chi2pix);
 
     // A window that misses a patch's columns is a programming error, not a bad frame.
-    const ImageView narrow{setup.psf.npix_y, setup.psf.npix_x, pixels.data(), weights.data(),
-                           col_begin + 1, ncols - 1};
+    const ImageView narrow{setup.psf.npix_y, setup.psf.npix_x, pixels.data(),
+                           weights.data(),   col_begin + 1,    ncols - 1};
     EXPECT_THROW((void)extract_frame(narrow, setup.psf, setup.opt, *backend), Error);
 }
 
@@ -253,7 +253,8 @@ TEST(ExtractTiny, IndefiniteIcovFailsItsPatchAloneAndSaysWhy)
     }
     const PatchResult& failed = results[size_t(forced)];
     EXPECT_EQ(failed.status, PatchStatus::failed);
-    EXPECT_EQ(failed.failure, "iCov is not positive definite; retry: iCov is not positive definite");
+    EXPECT_EQ(failed.failure,
+              "iCov is not positive definite; retry: iCov is not positive definite");
     for (double v : failed.flux) EXPECT_EQ(v, 0.0);
     for (double v : failed.ivar) EXPECT_EQ(v, 0.0);
     for (double v : failed.resolution) EXPECT_EQ(v, 0.0);

@@ -12,13 +12,16 @@
 namespace ex2d {
 namespace {
 
-ExtractionOptions two_bundles_on_r_grid(int specmin) { return test::r_grid_options(specmin, 50); }
+ExtractionOptions two_bundles_on_r_grid(int specmin)
+{
+    return test::r_grid_options(specmin, 50);
+}
 
 void expect_unit_pulls(const test::SimExtract& r)
 {
     const PullStatistics& p = r.pulls;
-    std::printf("pulls: n=%ld mean=%+.4f std=%.4f beyond5=%.2e max=%.2f median_chi2pix=%.3f\n",
-                p.n, p.mean, p.stddev, p.frac_beyond_5, p.max_abs, p.median_chi2pix);
+    std::printf("pulls: n=%ld mean=%+.4f std=%.4f beyond5=%.2e max=%.2f median_chi2pix=%.3f\n", p.n,
+                p.mean, p.stddev, p.frac_beyond_5, p.max_abs, p.median_chi2pix);
     EXPECT_EQ(r.frame.nwave, 2326);
     EXPECT_EQ(r.frame.npatch, 2 * 5 * 47);
     EXPECT_EQ(r.frame.npatch_failed, 0);
@@ -39,7 +42,8 @@ TEST(Physics, TwoBundlesRealPsfPullsAreUnitGaussian)
     EX2D_REQUIRE_SHARED_PSF(path, "psf-r0-00051060.fits");
     auto psf = read_psf(path);
     ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
-    expect_unit_pulls(test::simulate_and_extract(psf.value(), two_bundles_on_r_grid(225), 20261121));
+    expect_unit_pulls(
+        test::simulate_and_extract(psf.value(), two_bundles_on_r_grid(225), 20261121));
 }
 
 TEST(Physics, TwoBundlesSyntheticPsfPullsAreUnitGaussian)

@@ -20,17 +20,23 @@
 namespace ex2d {
 namespace {
 
-#define EX2D_REQUIRE_CUDA_DEVICE()                                                       \
-    if (cuda_device_count() == 0) {                                                      \
+#define EX2D_REQUIRE_CUDA_DEVICE()                                                    \
+    if (cuda_device_count() == 0) {                                                   \
         GTEST_SKIP() << "no CUDA device (or the CUDA backend is not built): skipped"; \
     }
 
-ExtractionOptions two_bundles(int specmin) { return test::r_grid_options(specmin, 50); }
+ExtractionOptions two_bundles(int specmin)
+{
+    return test::r_grid_options(specmin, 50);
+}
 
 struct Frame {
     SimulatedFrame sim;
     LargeArray<double> weights;
-    ImageView view() const { return {sim.preproc.ny, sim.preproc.nx, sim.preproc.image.data(), weights.data()}; }
+    ImageView view() const
+    {
+        return {sim.preproc.ny, sim.preproc.nx, sim.preproc.image.data(), weights.data()};
+    }
 };
 
 Frame simulate(const GaussHermitePsf& psf, const ExtractionOptions& opt, std::uint64_t seed)
@@ -50,7 +56,8 @@ ExtractedFrame extract(const Frame& f, const GaussHermitePsf& psf, const Extract
     return frame.is_ok() ? std::move(frame).value() : ExtractedFrame{};
 }
 
-std::unique_ptr<ExtractionBackend> cuda_backend(std::size_t budget = CudaBackendOptions{}.memory_budget_bytes)
+std::unique_ptr<ExtractionBackend> cuda_backend(
+    std::size_t budget = CudaBackendOptions{}.memory_budget_bytes)
 {
     CudaBackendOptions options;
     options.memory_budget_bytes = budget;
@@ -64,7 +71,7 @@ struct Parity {
     double frac_ivar_over_001 = 0, max_ivar_rel = 0;
     double max_resolution_abs = 0;
     double max_chi2pix_rel = 0;
-    double max_xflux_rel = 0;       // |diff| over the frame's largest |xflux|
+    double max_xflux_rel = 0;  // |diff| over the frame's largest |xflux|
     double max_pixmask_abs = 0;
     long mask_differences = 0;
     bool any_non_finite = false;
@@ -79,8 +86,8 @@ Parity compare(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
     for (std::size_t k = 0; k < cpu.flux.size(); ++k) {
         p.any_non_finite = p.any_non_finite || !std::isfinite(gpu.xflux[k]) ||
                            !std::isfinite(gpu.pixmask_fraction[k]);
-        p.max_xflux_rel = std::max(p.max_xflux_rel, std::abs(gpu.xflux[k] - cpu.xflux[k]) /
-                                                        std::max(max_xflux, 1e-300));
+        p.max_xflux_rel = std::max(
+            p.max_xflux_rel, std::abs(gpu.xflux[k] - cpu.xflux[k]) / std::max(max_xflux, 1e-300));
         p.max_pixmask_abs = std::max(p.max_pixmask_abs,
                                      std::abs(gpu.pixmask_fraction[k] - cpu.pixmask_fraction[k]));
         p.any_non_finite = p.any_non_finite || !std::isfinite(gpu.flux[k]) ||
@@ -98,20 +105,23 @@ Parity compare(const ExtractedFrame& cpu, const ExtractedFrame& gpu)
         p.max_flux_sigma = std::max(p.max_flux_sigma, dflux);
         p.max_ivar_rel = std::max(p.max_ivar_rel, divar);
         const double c2 = std::max(std::abs(cpu.chi2pix[k]), 1e-3);
-        p.max_chi2pix_rel = std::max(p.max_chi2pix_rel, std::abs(gpu.chi2pix[k] - cpu.chi2pix[k]) / c2);
+        p.max_chi2pix_rel =
+            std::max(p.max_chi2pix_rel, std::abs(gpu.chi2pix[k] - cpu.chi2pix[k]) / c2);
     }
     for (std::size_t k = 0; k < cpu.resolution.size(); ++k) {
         p.any_non_finite = p.any_non_finite || !std::isfinite(gpu.resolution[k]);
-        p.max_resolution_abs = std::max(p.max_resolution_abs, std::abs(gpu.resolution[k] - cpu.resolution[k]));
+        p.max_resolution_abs =
+            std::max(p.max_resolution_abs, std::abs(gpu.resolution[k] - cpu.resolution[k]));
     }
     p.frac_flux_over_001 = double(flux_over) / std::max(1L, p.nbins);
     p.frac_ivar_over_001 = double(ivar_over) / std::max(1L, p.nbins);
-    std::printf("parity over %ld bins: flux >=0.01 sigma %.2e, max %.2e sigma; ivar >=1%% %.2e, "
-                "max %.2e; resolution max |diff| %.2e; chi2pix max rel %.2e; xflux max rel "
-                "%.2e; pixmask_fraction max |diff| %.2e; mask diffs %ld\n",
-                p.nbins, p.frac_flux_over_001, p.max_flux_sigma, p.frac_ivar_over_001,
-                p.max_ivar_rel, p.max_resolution_abs, p.max_chi2pix_rel, p.max_xflux_rel,
-                p.max_pixmask_abs, p.mask_differences);
+    std::printf(
+        "parity over %ld bins: flux >=0.01 sigma %.2e, max %.2e sigma; ivar >=1%% %.2e, "
+        "max %.2e; resolution max |diff| %.2e; chi2pix max rel %.2e; xflux max rel "
+        "%.2e; pixmask_fraction max |diff| %.2e; mask diffs %ld\n",
+        p.nbins, p.frac_flux_over_001, p.max_flux_sigma, p.frac_ivar_over_001, p.max_ivar_rel,
+        p.max_resolution_abs, p.max_chi2pix_rel, p.max_xflux_rel, p.max_pixmask_abs,
+        p.mask_differences);
     return p;
 }
 
@@ -305,7 +315,8 @@ TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
     }
     EXPECT_EQ(failed, 1);
     const PatchResult& forced = b[std::size_t(batch.indefinite_patch_for_tests)];
-    EXPECT_EQ(forced.failure, "iCov is not positive definite; retry: iCov is not positive definite");
+    EXPECT_EQ(forced.failure,
+              "iCov is not positive definite; retry: iCov is not positive definite");
     for (double v : forced.ivar) EXPECT_EQ(v, 0.0);
 }
 
@@ -335,7 +346,8 @@ TEST(CudaBackend, LedgerMatchesTheDropInFreeDeviceMemory)
 }
 
 // The model image A . xflux summed on the host from the same xflux, spot by spot.
-std::vector<double> host_model(const GaussHermitePsf& psf, const ExtractedFrame& frame, int ny, int nx)
+std::vector<double> host_model(const GaussHermitePsf& psf, const ExtractedFrame& frame, int ny,
+                               int nx)
 {
     std::vector<double> model(std::size_t(ny) * nx, 0.0);
     const SpotGrid spots = evaluate_spots(psf, frame.specmin, frame.nspec, frame.wave, 2);

@@ -44,7 +44,8 @@ int temporaries_under(const std::string& dir)
     std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos) ++n;
+        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos)
+            ++n;
     }
     return n;
 }
@@ -64,13 +65,17 @@ int attempts_above_one(Fleet& fleet, int expid, const std::vector<std::string>& 
 
 /// A fleet of one reader, one worker and a writer `name` that sleeps `delay_ms` with its
 /// frame's temporary file complete, just before its rename; returns that writer once it sleeps.
-Process& start_with_writer_stalled_before_rename(Fleet& fleet, int expid, const std::string& delay_ms)
+Process& start_with_writer_stalled_before_rename(Fleet& fleet, int expid,
+                                                 const std::string& delay_ms)
 {
     fleet.start("reader", "reader-1");
     fleet.start("worker", "worker-1");
-    Process& writer = fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", delay_ms}});
+    Process& writer =
+        fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", delay_ms}});
     EXPECT_EQ(fleet.submit(expid), 0);
-    EXPECT_TRUE(eventually(30, [&] { return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    EXPECT_TRUE(eventually(30, [&] {
+        return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos;
+    }));
     return writer;
 }
 
@@ -84,7 +89,8 @@ TEST(FleetCorrectness, EveryFrameCarriesItsOwnFibermapAndIdentity)
     std::map<std::string, std::string> inputs;  // "expid camera" -> preproc path
     for (int expid : expids) {
         const std::vector<std::string> paths = fleet.make_exposure(expid, cams);
-        for (std::size_t i = 0; i < cams.size(); ++i) inputs[std::to_string(expid) + " " + cams[i]] = paths[i];
+        for (std::size_t i = 0; i < cams.size(); ++i)
+            inputs[std::to_string(expid) + " " + cams[i]] = paths[i];
     }
     fleet.start("reader", "reader-1");
     fleet.start("worker", "worker-1");
@@ -133,7 +139,8 @@ TEST(FleetCorrectness, WriterRefusesAFrameWhoseFibermapIsAnotherPetals)
     mixed.fibermap = r1.value().fibermap;
     fs::remove(paths[1]);
     ASSERT_TRUE(write_preproc(paths[1], mixed).is_ok());
-    for (const char* role : {"reader", "worker", "writer"}) fleet.start(role, std::string(role) + "-1");
+    for (const char* role : {"reader", "worker", "writer"})
+        fleet.start(role, std::string(role) + "-1");
     ASSERT_EQ(fleet.submit(60), 0);
     ASSERT_TRUE(fleet.wait_exposure(60, 60));
     EXPECT_EQ(fleet.frame_field(60, "r1", "state"), "done");
@@ -141,7 +148,8 @@ TEST(FleetCorrectness, WriterRefusesAFrameWhoseFibermapIsAnotherPetals)
     const std::string error = fleet.frame_field(60, "r2", "error");
     EXPECT_NE(error.find("FIBERMAP row 0 is FIBER 500, expected 1000"), std::string::npos) << error;
     EXPECT_FALSE(fs::exists(fleet.output_path(60, "r2")));
-    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000060", "state"}).str, "done_with_errors");
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000060", "state"}).str,
+              "done_with_errors");
     std::string status;
     EXPECT_EQ(fleet.ctl({"status", "--exposure", "60"}, &status), 0);
     EXPECT_NE(status.find("expected 1000"), std::string::npos) << status;
@@ -166,12 +174,15 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
     EXPECT_EQ(fleet.frame_field(54, "r1", "process"), "writer-b");
     stale.signal(SIGCONT);
     // Its fenced finish is the last thing the stalled writer does with this frame.
-    ASSERT_TRUE(eventually(20, [&] { return stale.log().find("finish refused") != std::string::npos; }));
+    ASSERT_TRUE(
+        eventually(20, [&] { return stale.log().find("finish refused") != std::string::npos; }));
     EXPECT_EQ(inode_of(path), inode) << "the finished frame was replaced";
     EXPECT_EQ(*wire::file_checksum128(path), checksum);
     EXPECT_EQ(std::to_string(fs::file_size(path)), fleet.frame_field(54, "r1", "bytes"));
-    EXPECT_NE(stale.log().find("not renamed"), std::string::npos) << "the stalled writer must find the final name taken";
-    EXPECT_EQ(stale.log().find("\"level\":\"error\""), std::string::npos) << "fenced out is a warning";
+    EXPECT_NE(stale.log().find("not renamed"), std::string::npos)
+        << "the stalled writer must find the final name taken";
+    EXPECT_EQ(stale.log().find("\"level\":\"error\""), std::string::npos)
+        << "fenced out is a warning";
     expect_clean(fleet.check({54}, {"r1"}), "writer stalled before its rename");
 }
 
@@ -208,7 +219,8 @@ TEST(FleetCorrectness, WriterRestartedOnTheSameEndpointUnderANewNameKeepsResults
     fleet.settings["service.heartbeat_ttl_s"] = "1";
     fleet.settings["service.heartbeat_interval_s"] = "0.25";
     fleet.settings["worker.result_timeout_s"] = "8";
-    const std::map<std::string, std::string> shared = {{"zmq.bind", "ipc://" + fleet.dir() + "/writer-shared.sock"}};
+    const std::map<std::string, std::string> shared = {
+        {"zmq.bind", "ipc://" + fleet.dir() + "/writer-shared.sock"}};
     const std::vector<std::string> cams = {"b0", "r0", "z0"};
     fleet.make_exposure(56, cams);
     fleet.make_exposure(57, cams);
@@ -220,8 +232,9 @@ TEST(FleetCorrectness, WriterRestartedOnTheSameEndpointUnderANewNameKeepsResults
     old_writer.signal(SIGKILL);
     old_writer.wait(5);
     fleet.start("writer", "writer-b", shared);
-    ASSERT_TRUE(eventually(30, [&] { return fleet.redis({"HEXISTS", "ex2d:endpoints", "writer-a"}).integer == 0; }))
-        << "the old name's entry was never removed";
+    ASSERT_TRUE(eventually(30, [&] {
+        return fleet.redis({"HEXISTS", "ex2d:endpoints", "writer-a"}).integer == 0;
+    })) << "the old name's entry was never removed";
     ASSERT_EQ(fleet.submit(57), 0);
     ASSERT_TRUE(fleet.wait_exposure(57, 30)) << "results stopped flowing to the restarted writer";
     EXPECT_EQ(attempts_above_one(fleet, 57, cams), 0);
@@ -239,9 +252,11 @@ TEST(FleetCorrectness, ResultNoWriterTakesIsHandedBackWithinItsBound)
     fleet.start("reader", "reader-1");
     Process& worker = fleet.start("worker", "worker-1");
     ASSERT_EQ(fleet.submit(58), 0);
-    ASSERT_TRUE(eventually(30, [&] { return worker.log().find("\"msg\":\"extracted") != std::string::npos; }));
+    ASSERT_TRUE(eventually(
+        30, [&] { return worker.log().find("\"msg\":\"extracted") != std::string::npos; }));
     const auto extracted = Clock::now();
-    ASSERT_TRUE(eventually(15, [&] { return worker.log().find("result not delivered") != std::string::npos; }));
+    ASSERT_TRUE(eventually(
+        15, [&] { return worker.log().find("result not delivered") != std::string::npos; }));
     const double held = std::chrono::duration<double>(Clock::now() - extracted).count();
     std::printf("result held %.1f s before it was handed back (bound 3 s)\n", held);
     EXPECT_LT(held, 3.0 + 2.0);

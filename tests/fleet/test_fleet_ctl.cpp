@@ -18,9 +18,15 @@ constexpr int kExitUsage = 2;
 
 std::vector<std::string> submit_args(Fleet& fleet, const std::vector<std::string>& options)
 {
-    std::vector<std::string> args = {"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000021",
-                                     "--psf", fleet.psf_template(), "--output-root", fleet.dir() + "/out",
-                                     "--compression", "none"};
+    std::vector<std::string> args = {"submit",
+                                     "--exposure-dir",
+                                     fleet.dir() + "/preproc/20261122/00000021",
+                                     "--psf",
+                                     fleet.psf_template(),
+                                     "--output-root",
+                                     fleet.dir() + "/out",
+                                     "--compression",
+                                     "none"};
     args.insert(args.end(), options.begin(), options.end());
     return args;
 }
@@ -54,8 +60,10 @@ TEST(FleetCtl, SubmitRefusesWhatExtractRefusesAndQueuesNothing)
         EXPECT_EQ(fleet.ctl(submit_args(fleet, c.options), &out), kExitUsage) << c.message;
         EXPECT_EQ(out.rfind("ex2dctl: " + c.message, 0), 0u) << out;
         EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-        std::vector<std::string> extract = {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p",
-                                            fleet.psf_path("r0"), "-o", fleet.dir() + "/frame.fits"};
+        std::vector<std::string> extract = {EX2D_TOOL_PATH, "extract",
+                                            "-i",           preprocs[0],
+                                            "-p",           fleet.psf_path("r0"),
+                                            "-o",           fleet.dir() + "/frame.fits"};
         extract.insert(extract.end(), c.options.begin(), c.options.end());
         Process tool("extract", extract, {}, fleet.dir() + "/logs/extract.log");
         EXPECT_EQ(tool.wait(60), kExitUsage) << c.message;
@@ -79,8 +87,10 @@ TEST(FleetCtl, ExposureMustBeAnExposureId)
     for (const auto& [args, text] : cases) {
         std::string out;
         EXPECT_EQ(fleet.ctl(args, &out), kExitUsage) << args[0];
-        EXPECT_NE(out.find("ex2dctl: --exposure: an exposure id is 1 to 8 digits, got '" + text + "'"),
-                  std::string::npos) << out;
+        EXPECT_NE(
+            out.find("ex2dctl: --exposure: an exposure id is 1 to 8 digits, got '" + text + "'"),
+            std::string::npos)
+            << out;
     }
     std::string out;
     EXPECT_EQ(fleet.ctl({"--json", "status", "--exposure", "00000021"}, &out), 0) << out;
@@ -90,10 +100,10 @@ TEST(FleetCtl, ParseErrorsExitWithTheUsageCode)
 {
     Fleet fleet("ctl-parse");
     const std::vector<std::vector<std::string>> cases = {
-        {},                                        // no subcommand
-        {"status", "--no-such-option"},            // unknown option
-        {"status", "--night"},                     // option without its value
-        {"campaign", "explode", "jura"},           // not one of pause/resume/cancel
+        {},                               // no subcommand
+        {"status", "--no-such-option"},   // unknown option
+        {"status", "--night"},            // option without its value
+        {"campaign", "explode", "jura"},  // not one of pause/resume/cancel
         {"submit", "--psf", "p", "--output-root", "o", "-n", "many"},  // not a number
     };
     for (const auto& args : cases) {
@@ -112,8 +122,8 @@ TEST(FleetCtl, OverdueHeartbeatIsShownAsStale)
     // Process hashes as a keeper writes them; ex2dctl's heartbeat_ttl_s is the default 15 s,
     // so one that beat 60 s ago is overdue even though its hash is still there.
     const long long now = now_ms();
-    for (const auto& [name, age_ms] : {std::pair<std::string, long long>{"worker-old", 60000},
-                                       {"worker-new", 0}}) {
+    for (const auto& [name, age_ms] :
+         {std::pair<std::string, long long>{"worker-old", 60000}, {"worker-new", 0}}) {
         const std::string beat = std::to_string(now - age_ms);
         fleet.redis({"HSET", "ex2d:proc:" + name, "role", "worker", "host", "h", "pid", "1",
                      "heartbeat_at", beat, "state", "ready"});

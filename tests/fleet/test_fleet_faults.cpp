@@ -16,7 +16,8 @@ namespace {
 std::vector<std::string> cameras(int n)
 {
     std::vector<std::string> out;
-    for (int i = 0; i < n; ++i) out.push_back(std::string(1, "brz"[i / 10]) + std::to_string(i % 10));
+    for (int i = 0; i < n; ++i)
+        out.push_back(std::string(1, "brz"[i / 10]) + std::to_string(i % 10));
     return out;
 }
 
@@ -33,7 +34,8 @@ std::string frame_held_by(Fleet& fleet, int expid, const std::vector<std::string
                           const std::string& state, const std::string& process)
 {
     for (const auto& c : cams) {
-        if (fleet.frame_field(expid, c, "state") == state && fleet.frame_field(expid, c, "process") == process) {
+        if (fleet.frame_field(expid, c, "state") == state &&
+            fleet.frame_field(expid, c, "process") == process) {
             return c;
         }
     }
@@ -63,7 +65,8 @@ TEST_P(KillMidFrame, FrameIsRecoveredOnceWithNothingPartial)
     }
     ASSERT_EQ(fleet.submit(31), 0);
     std::string held;
-    ASSERT_TRUE(eventually(30, [&] { return !(held = frame_held_by(fleet, 31, cams, k.state, victim)).empty(); }));
+    ASSERT_TRUE(eventually(
+        30, [&] { return !(held = frame_held_by(fleet, 31, cams, k.state, victim)).empty(); }));
     v.signal(SIGKILL);
     EXPECT_EQ(v.wait(5), 128 + SIGKILL);
     fleet.start(k.role, std::string(k.role) + "-2");
@@ -71,17 +74,20 @@ TEST_P(KillMidFrame, FrameIsRecoveredOnceWithNothingPartial)
     if (std::string(k.role) == "writer") {
         // The victim's temporary file goes once its registration expires (ttl 3 s) and a
         // writer sweeps (every 0.5 s).
-        EXPECT_TRUE(eventually(10, [&] { return fleet.redis({"HLEN", "ex2d:temporaries"}).integer == 0; }));
+        EXPECT_TRUE(eventually(10, [&] {
+            return fleet.redis({"HLEN", "ex2d:temporaries"}).integer == 0;
+        }));
     }
     expect_clean(fleet.check({31}, cams), (std::string("kill -9 ") + k.role).c_str());
     EXPECT_GE(std::stoi(fleet.frame_field(31, held, "attempt")), 2) << held;
 }
 
-INSTANTIATE_TEST_SUITE_P(Roles, KillMidFrame,
-                         ::testing::Values(KillCase{"reader", "reading", "EX2D_TEST_DELAY_READ_MS"},
-                                           KillCase{"worker", "extracting", "EX2D_TEST_DELAY_EXTRACT_MS"},
-                                           KillCase{"writer", "writing", "EX2D_TEST_DELAY_WRITE_MS"}),
-                         [](const auto& info) { return std::string(info.param.role); });
+INSTANTIATE_TEST_SUITE_P(
+    Roles, KillMidFrame,
+    ::testing::Values(KillCase{"reader", "reading", "EX2D_TEST_DELAY_READ_MS"},
+                      KillCase{"worker", "extracting", "EX2D_TEST_DELAY_EXTRACT_MS"},
+                      KillCase{"writer", "writing", "EX2D_TEST_DELAY_WRITE_MS"}),
+    [](const auto& info) { return std::string(info.param.role); });
 
 TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
 {
@@ -91,7 +97,8 @@ TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
     fleet.start("writer", "writer-1");
     Process& a = fleet.start("worker", "worker-a", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "3000"}});
     ASSERT_EQ(fleet.submit(32), 0);
-    ASSERT_TRUE(eventually(20, [&] { return fleet.frame_field(32, "r3", "state") == "extracting"; }));
+    ASSERT_TRUE(
+        eventually(20, [&] { return fleet.frame_field(32, "r3", "state") == "extracting"; }));
     a.signal(SIGSTOP);
     fleet.start("worker", "worker-b");
     ASSERT_TRUE(fleet.wait_exposure(32, 30));
@@ -101,7 +108,9 @@ TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
     a.signal(SIGCONT);
     // A wakes, finds its lease gone and drops its result; nothing it does reaches the file.
     ASSERT_TRUE(eventually(20, [&] {
-        return fleet.count_log_lines("lease was lost") + fleet.count_log_lines("result refused: stale_epoch") >= 1;
+        return fleet.count_log_lines("lease was lost") +
+                   fleet.count_log_lines("result refused: stale_epoch") >=
+               1;
     }));
     EXPECT_EQ(*wire::file_checksum128(fleet.output_path(32, "r3")), checksum);
     expect_clean(fleet.check({32}, {"r3"}), "SIGSTOP worker past lease");
@@ -118,15 +127,20 @@ TEST(FleetFaults, RedisKilledAndRestartedLosesNothing)
     Process& wr = fleet.start("writer", "writer-1");
     ASSERT_EQ(fleet.submit(33), 0);
     ASSERT_TRUE(eventually(30, [&] {
-        return std::atoi(fleet.redis({"HGET", "ex2d:exposure:nightly:00000033", "n_done"}).str.c_str()) >= 2;
+        return std::atoi(
+                   fleet.redis({"HGET", "ex2d:exposure:nightly:00000033", "n_done"}).str.c_str()) >=
+               2;
     }));
     fleet.kill_redis();
     std::this_thread::sleep_for(std::chrono::seconds(2));
     fleet.restart_redis();
     ASSERT_TRUE(fleet.wait_exposure(33, 60));
     expect_clean(fleet.check({33}, cams), "redis kill -9 and restart");
-    EXPECT_TRUE(w1.running() && w2.running() && wr.running()) << "services must ride out a Redis restart";
-    EXPECT_GE(fleet.count_log_lines("redis connection lost") + fleet.count_log_lines("redis unreachable"), 1);
+    EXPECT_TRUE(w1.running() && w2.running() && wr.running())
+        << "services must ride out a Redis restart";
+    EXPECT_GE(
+        fleet.count_log_lines("redis connection lost") + fleet.count_log_lines("redis unreachable"),
+        1);
 }
 
 // Services started while Redis is down wait for it with backoff (and a log line) instead of
@@ -142,7 +156,8 @@ TEST(FleetFaults, ServicesStartedBeforeRedisWaitForIt)
     }
     Process& quitter = fleet.start("worker", "worker-quits");
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    for (Process* p : services) EXPECT_TRUE(p->running()) << p->name() << " exited while Redis was down";
+    for (Process* p : services)
+        EXPECT_TRUE(p->running()) << p->name() << " exited while Redis was down";
     EXPECT_GE(fleet.count_log_lines("redis unreachable, retrying"), 4);
     quitter.signal(SIGTERM);
     EXPECT_EQ(quitter.wait(10), 0) << "SIGTERM while waiting for Redis";
@@ -165,14 +180,16 @@ TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
     fleet.start("reader", "reader-1");
     fleet.start("writer", "writer-1");
     // A supervisor restarts workers that die, as Slurm or Kubernetes would.
-    std::vector<Process*> workers = {&fleet.start("worker", "worker-1"), &fleet.start("worker", "worker-2")};
+    std::vector<Process*> workers = {&fleet.start("worker", "worker-1"),
+                                     &fleet.start("worker", "worker-2")};
     ASSERT_EQ(fleet.submit(34), 0);
     int restarts = 0;
     const bool finished = eventually(120, [&] {
         for (auto*& w : workers) {
             if (!w->running()) w = &fleet.start("worker", "worker-r" + std::to_string(++restarts));
         }
-        const std::string state = fleet.redis({"HGET", "ex2d:exposure:nightly:00000034", "state"}).str;
+        const std::string state =
+            fleet.redis({"HGET", "ex2d:exposure:nightly:00000034", "state"}).str;
         return state == "done_with_errors";
     });
     ASSERT_TRUE(finished);
@@ -184,11 +201,14 @@ TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
     for (const auto& [k, v] : dead.elements[0].elements[1].pairs()) entry[k] = v;
     EXPECT_EQ(entry["job"], "nightly/00000034/b1");
     EXPECT_EQ(entry["attempts"], "4");
-    EXPECT_NE(entry["reason"].find("extraction started 3 times, delivered 4 times (max_deliveries 3)"),
-              std::string::npos) << entry["reason"];
+    EXPECT_NE(
+        entry["reason"].find("extraction started 3 times, delivered 4 times (max_deliveries 3)"),
+        std::string::npos)
+        << entry["reason"];
     std::string out;
     ASSERT_EQ(fleet.ctl({"status"}, &out), 0);
-    EXPECT_NE(out.find("nightly/00000034/b1: extraction started 3 times"), std::string::npos) << out;
+    EXPECT_NE(out.find("nightly/00000034/b1: extraction started 3 times"), std::string::npos)
+        << out;
     const Outcome o = fleet.check({34}, cams);
     expect_clean(o, "poison frame");
     EXPECT_EQ(o.dead, 1);
@@ -205,7 +225,8 @@ TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
     Process& w1 = fleet.start("worker", "worker-1", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "500"}});
     ASSERT_EQ(fleet.submit(35), 0);
     auto n_done = [&] {
-        return std::atoi(fleet.redis({"HGET", "ex2d:exposure:nightly:00000035", "n_done"}).str.c_str());
+        return std::atoi(
+            fleet.redis({"HGET", "ex2d:exposure:nightly:00000035", "n_done"}).str.c_str());
     };
     ASSERT_TRUE(eventually(30, [&] { return n_done() >= 2; }));
     fleet.start("worker", "worker-2", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "500"}});
@@ -214,7 +235,7 @@ TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
     EXPECT_EQ(w1.wait(25), 0) << "a drained worker exits 0 within the drain timeout";
     ASSERT_TRUE(fleet.wait_exposure(35, 60));
     expect_clean(fleet.check({35}, cams), "worker added and drained");
-    EXPECT_GE(fleet.count_log_lines("\"name\":\"worker-2\",\"host\"") , 1);
+    EXPECT_GE(fleet.count_log_lines("\"name\":\"worker-2\",\"host\""), 1);
     EXPECT_GE(fleet.count_log_lines("worker=worker-2"), 2) << "the new worker took frames";
 }
 
@@ -226,13 +247,15 @@ TEST(FleetFaults, SigtermMidFrameFinishesTheFrameAndExitsZero)
     fleet.start("writer", "writer-1");
     Process& w = fleet.start("worker", "worker-1", {}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "2000"}});
     ASSERT_EQ(fleet.submit(36), 0);
-    ASSERT_TRUE(eventually(20, [&] { return fleet.frame_field(36, "z4", "state") == "extracting"; }));
+    ASSERT_TRUE(
+        eventually(20, [&] { return fleet.frame_field(36, "z4", "state") == "extracting"; }));
     const auto t0 = std::chrono::steady_clock::now();
     w.signal(SIGTERM);
     EXPECT_EQ(w.wait(25), 0);
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 25.0);
     ASSERT_TRUE(fleet.wait_exposure(36, 20));
-    EXPECT_EQ(fleet.frame_field(36, "z4", "attempt"), "1") << "finished by the draining worker itself";
+    EXPECT_EQ(fleet.frame_field(36, "z4", "attempt"), "1")
+        << "finished by the draining worker itself";
     expect_clean(fleet.check({36}, {"z4"}), "SIGTERM mid-frame");
 }
 
@@ -243,7 +266,8 @@ TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
     fleet.make_exposure(37, cams);
     Process& r = fleet.start("reader", "reader-1", {{"reader.prefetch", "1"}});
     fleet.start("writer", "writer-1");
-    fleet.start("worker", "worker-1", {{"worker.credit", "2"}}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "700"}});
+    fleet.start("worker", "worker-1", {{"worker.credit", "2"}},
+                {{"EX2D_TEST_DELAY_EXTRACT_MS", "700"}});
     ASSERT_EQ(fleet.submit(37), 0);
     // A frame stays "reading" from the reader's take until a worker starts extracting it: the
     // reader's prefetch (1) plus the frames sent on the worker's credit (2) that wait in its
@@ -265,8 +289,9 @@ TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
         ++samples;
         return fleet.redis({"HGET", "ex2d:exposure:nightly:00000037", "state"}).str == "done";
     });
-    std::printf("slow worker: reader held at most %d frame(s) over %d samples, RSS %ld -> %ld KiB\n",
-                most_held, samples, rss_start, rss_max);
+    std::printf(
+        "slow worker: reader held at most %d frame(s) over %d samples, RSS %ld -> %ld KiB\n",
+        most_held, samples, rss_start, rss_max);
     EXPECT_LE(most_held, 1 + 2) << "prefetch + worker credit";
     EXPECT_LT(rss_max - rss_start, 64 * 1024);
     expect_clean(fleet.check({37}, cams), "slow worker");

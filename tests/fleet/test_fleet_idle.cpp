@@ -42,9 +42,10 @@ TEST(FleetIdle, AnIdleFleetSleepsAndTakesAJobWithin50Ms)
 {
     Fleet fleet("idle");
     // The shipped timers, not the fault tests' short ones: this measures the product.
-    for (const char* key : {"queue.lease_s", "queue.reaper_interval_s", "service.heartbeat_interval_s",
-                            "service.heartbeat_ttl_s", "zmq.discovery_interval_s", "zmq.peer_timeout_s",
-                            "reader.credit_hold_ms", "writer.sweep_interval_s"}) {
+    for (const char* key :
+         {"queue.lease_s", "queue.reaper_interval_s", "service.heartbeat_interval_s",
+          "service.heartbeat_ttl_s", "zmq.discovery_interval_s", "zmq.peer_timeout_s",
+          "reader.credit_hold_ms", "writer.sweep_interval_s"}) {
         fleet.settings.erase(key);
     }
     fleet.make_exposure(61, {"r0"});
@@ -63,10 +64,12 @@ TEST(FleetIdle, AnIdleFleetSleepsAndTakesAJobWithin50Ms)
     for (const auto& [name, pid] : pids) before[name] = cpu_seconds(pid);
     const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(kWindow));
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const auto& [name, pid] : pids) {
         const double share = (cpu_seconds(pid) - before[name]) / elapsed;
-        std::printf("idle %-12s %.3f%% of a core over %.0f s\n", name.c_str(), 100.0 * share, elapsed);
+        std::printf("idle %-12s %.3f%% of a core over %.0f s\n", name.c_str(), 100.0 * share,
+                    elapsed);
         EXPECT_LT(share, 0.01) << name << " is busy while the fleet is idle";
     }
 
@@ -75,8 +78,9 @@ TEST(FleetIdle, AnIdleFleetSleepsAndTakesAJobWithin50Ms)
     const long long queued = field_ms(fleet, 61, "r0", "queued_at");
     const long long taken = field_ms(fleet, 61, "r0", "reading_at") - queued;
     const long long extracting = field_ms(fleet, 61, "r0", "extracting_at") - queued;
-    std::printf("job taken by the reader %lld ms after it was queued, extraction started after %lld ms\n",
-                taken, extracting);
+    std::printf(
+        "job taken by the reader %lld ms after it was queued, extraction started after %lld ms\n",
+        taken, extracting);
     EXPECT_GE(taken, 0);
     EXPECT_LT(taken, 50) << "the idle reader did not take the job at once";
     EXPECT_EQ(fleet.frame_field(61, "r0", "state"), "done");

@@ -29,10 +29,12 @@ TEST(FleetLanes, NightlyFramesGoBeforeTheCampaign)
     ASSERT_EQ(fleet.submit(52), 0);
     fleet.start("reader", "reader-1");
     fleet.start("writer", "writer-1");
-    fleet.start("worker", "worker-1", {{"worker.credit", "1"}}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "200"}});
+    fleet.start("worker", "worker-1", {{"worker.credit", "1"}},
+                {{"EX2D_TEST_DELAY_EXTRACT_MS", "200"}});
     ASSERT_TRUE(fleet.wait_exposure(52, 60));
     ASSERT_TRUE(fleet.wait_exposure(51, 60, "jura"));
-    const long long nightly_last = std::max(field_ms(fleet, 52, "r0", "nightly"), field_ms(fleet, 52, "r1", "nightly"));
+    const long long nightly_last =
+        std::max(field_ms(fleet, 52, "r0", "nightly"), field_ms(fleet, 52, "r1", "nightly"));
     long long campaign_first = 0;
     for (const auto& c : campaign_cams) {
         const long long t = field_ms(fleet, 51, c, "jura");
@@ -42,7 +44,8 @@ TEST(FleetLanes, NightlyFramesGoBeforeTheCampaign)
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:jura:00000051", "state"}).str, "done");
     for (const auto& c : campaign_cams) {
         EXPECT_TRUE(std::filesystem::exists(fleet.output_path(51, c, "20250101") + ".gz") ||
-                    std::filesystem::exists(fleet.output_path(51, c, "20250101"))) << c;
+                    std::filesystem::exists(fleet.output_path(51, c, "20250101")))
+            << c;
     }
 }
 
@@ -57,10 +60,15 @@ TEST(FleetLanes, CampaignPauseResumeAndCancel)
     ASSERT_EQ(fleet.ctl({"campaign", "pause", "fuji"}), 0);
     fleet.start("reader", "reader-1");
     fleet.start("writer", "writer-1");
-    fleet.start("worker", "worker-1", {{"worker.credit", "1"}}, {{"EX2D_TEST_DELAY_EXTRACT_MS", "300"}});
+    fleet.start("worker", "worker-1", {{"worker.credit", "1"}},
+                {{"EX2D_TEST_DELAY_EXTRACT_MS", "300"}});
     auto n_done = [&](const char* campaign, int expid) {
-        return std::atoi(fleet.redis({"HGET", "ex2d:exposure:" + std::string(campaign) + ":0000005" +
-                                              std::to_string(expid - 50), "n_done"}).str.c_str());
+        return std::atoi(fleet
+                             .redis({"HGET",
+                                     "ex2d:exposure:" + std::string(campaign) + ":0000005" +
+                                         std::to_string(expid - 50),
+                                     "n_done"})
+                             .str.c_str());
     };
     ASSERT_TRUE(eventually(30, [&] { return n_done("iron", 53) >= 2; }));
     ASSERT_EQ(fleet.ctl({"campaign", "pause", "iron"}), 0);
@@ -79,7 +87,8 @@ TEST(FleetLanes, CampaignPauseResumeAndCancel)
     EXPECT_NE(out.find("cancelled 3 queued frame(s)"), std::string::npos) << out;
     EXPECT_EQ(fleet.frame_field(54, "z7", "state", "fuji"), "cancelled");
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:fuji:00000054", "state"}).str, "cancelled");
-    EXPECT_NE(fleet.ctl({"campaign", "resume", "fuji"}), 0) << "a cancelled campaign stays cancelled";
+    EXPECT_NE(fleet.ctl({"campaign", "resume", "fuji"}), 0)
+        << "a cancelled campaign stays cancelled";
     EXPECT_FALSE(std::filesystem::exists(fleet.dir() + "/out/exposures/20250103"));
 }
 

@@ -24,13 +24,15 @@ namespace ex2d::fleet_test {
 namespace {
 
 // Sum of a metric family's samples whose line contains `filter`.
-double metric_sum(const std::string& text, const std::string& family, const std::string& filter = "")
+double metric_sum(const std::string& text, const std::string& family,
+                  const std::string& filter = "")
 {
     double sum = 0;
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
         if (line.rfind(family, 0) != 0 || line.find(filter) == std::string::npos) continue;
-        if (line.size() > family.size() && line[family.size()] != '{' && line[family.size()] != ' ') continue;
+        if (line.size() > family.size() && line[family.size()] != '{' && line[family.size()] != ' ')
+            continue;
         sum += std::stod(line.substr(line.rfind(' ') + 1));
     }
     return sum;
@@ -44,7 +46,8 @@ std::vector<zmq::message_t> valid_message(wire::MessageType type)
     m.job_id = "nightly/00000099/r9";
     m.stream_id = "1-0";
     m.meta["worker"] = "fuzzer";
-    m.arrays.push_back(wire::ArrayPart::from_vector(wire::DType::f64, std::vector<double>(16, 1.0), {4, 4}));
+    m.arrays.push_back(
+        wire::ArrayPart::from_vector(wire::DType::f64, std::vector<double>(16, 1.0), {4, 4}));
     return wire::encode(m);
 }
 
@@ -105,12 +108,14 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
 
     zmq::socket_t to_reader(context, zmq::socket_type::dealer);
     to_reader.connect(proc_field(fleet, "reader-1", "endpoint"));
-    for (auto& m : hostile_messages(wire::MessageType::result, kFuzz)) zmq::send_multipart(to_reader, m);
+    for (auto& m : hostile_messages(wire::MessageType::result, kFuzz))
+        zmq::send_multipart(to_reader, m);
 
     zmq::socket_t to_writer(context, zmq::socket_type::dealer);
     to_writer.set(zmq::sockopt::sndhwm, 10000);
     to_writer.connect(proc_field(fleet, "writer-1", "endpoint"));
-    for (auto& m : hostile_messages(wire::MessageType::credit, kFuzz)) zmq::send_multipart(to_writer, m);
+    for (auto& m : hostile_messages(wire::MessageType::credit, kFuzz))
+        zmq::send_multipart(to_writer, m);
     // Well-formed, but not a frame of any job: refused by decoding or by the fence. An offer
     // that is never followed by a result: the writer's grant lapses and the fleet goes on.
     zmq::send_multipart(to_writer, valid_message(wire::MessageType::result));
@@ -121,7 +126,8 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
     const std::string fake_endpoint = "ipc://" + fleet.dir() + "/fake-reader.sock";
     fake.bind(fake_endpoint);
     const long long now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch()).count();
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
     fleet.redis({"HSET", "ex2d:endpoints", "fake-reader",
                  "reader ready " + std::to_string(now_ms) + " " + fake_endpoint});
     std::vector<zmq::message_t> credit;
@@ -144,7 +150,8 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
         const double dropped = metric_sum(metrics, "ex2d_messages_dropped_total");
         std::printf("%s dropped %.0f hostile messages\n", name, dropped);
         EXPECT_GE(dropped, 50) << name;
-        EXPECT_GT(metric_sum(metrics, "ex2d_messages_dropped_total", "reason=\"wrong_version\""), 0) << name;
+        EXPECT_GT(metric_sum(metrics, "ex2d_messages_dropped_total", "reason=\"wrong_version\""), 0)
+            << name;
     }
 
     ASSERT_EQ(fleet.submit(41), 0);
@@ -160,7 +167,8 @@ TEST(FleetMessages, MetricsFollowPrometheusConventionsAndCountTheFrames)
     Fleet fleet("metrics");
     const std::vector<std::string> cams = {"b6", "r6"};
     fleet.make_exposure(42, cams);
-    for (const char* role : {"reader", "worker", "writer"}) fleet.start(role, std::string(role) + "-1");
+    for (const char* role : {"reader", "worker", "writer"})
+        fleet.start(role, std::string(role) + "-1");
     ASSERT_EQ(fleet.submit(42), 0);
     ASSERT_TRUE(fleet.wait_exposure(42, 60));
     const std::regex name_rule("^ex2d_[a-z0-9_]+$");
@@ -191,8 +199,9 @@ TEST(FleetMessages, MetricsFollowPrometheusConventionsAndCountTheFrames)
     }
     const std::string writer_metrics = http_get(proc_field(fleet, "writer-1", "http"), "/metrics");
     EXPECT_EQ(metric_sum(writer_metrics, "ex2d_frames_total", "state=\"written\""), 2.0);
-    EXPECT_EQ(metric_sum(http_get(proc_field(fleet, "worker-1", "http"), "/metrics"), "ex2d_frames_total",
-                         "state=\"extracted\""), 2.0);
+    EXPECT_EQ(metric_sum(http_get(proc_field(fleet, "worker-1", "http"), "/metrics"),
+                         "ex2d_frames_total", "state=\"extracted\""),
+              2.0);
 }
 
 }  // namespace

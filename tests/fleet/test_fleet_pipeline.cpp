@@ -35,9 +35,10 @@ TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
 
     for (std::size_t i = 0; i < kCameras.size(); ++i) {
         const std::string reference = fleet.dir() + "/reference-" + kCameras[i] + ".fits";
-        Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p", fleet.psf_path(kCameras[i]),
-                                 "-o", reference, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1",
-                                 "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
+        Process tool("extract",
+                     {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p",
+                      fleet.psf_path(kCameras[i]), "-o", reference, "-w", "6000,6100,0.8", "-n",
+                      "25", "--threads", "1", "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
                      {}, fleet.dir() + "/logs/extract.log");
         ASSERT_EQ(tool.wait(60), 0);
         auto a = read_frame(fleet.output_path(11, kCameras[i]));
@@ -51,7 +52,8 @@ TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
         EXPECT_EQ(a.value().chi2pix, b.value().chi2pix) << kCameras[i];
         EXPECT_EQ(a.value().wave, b.value().wave) << kCameras[i];
         EXPECT_EQ(a.value().hdu_names, b.value().hdu_names) << kCameras[i];
-        EXPECT_EQ(a.value().header.get_string("EX2DJOB").value_or(""), "nightly/00000011/" + kCameras[i]);
+        EXPECT_EQ(a.value().header.get_string("EX2DJOB").value_or(""),
+                  "nightly/00000011/" + kCameras[i]);
         EXPECT_EQ(a.value().header.get_string("CAMERA").value_or(""), kCameras[i]);
     }
     // One event per frame and one for the exposure, for the next pipeline step.
@@ -88,12 +90,15 @@ TEST(FleetPipeline, ResubmittedExposureIsNotWrittenTwice)
     // Without --force a done frame is not queued again; with it, the writer finds the same
     // provenance on disk and acknowledges without rewriting.
     std::string out;
-    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000012", "--psf",
-                         fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w", "6000,6100,0.8",
-                         "-n", "25", "--compression", "none"}, &out), 0);
+    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000012",
+                         "--psf", fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w",
+                         "6000,6100,0.8", "-n", "25", "--compression", "none"},
+                        &out),
+              0);
     EXPECT_NE(out.find("queued 0 frame(s), skipped 1"), std::string::npos) << out;
     ASSERT_EQ(fleet.submit(12, "20261122", {"--force"}), 0);
-    ASSERT_TRUE(eventually(30, [&] { return fleet.count_log_lines("frame already written") == 1; }));
+    ASSERT_TRUE(
+        eventually(30, [&] { return fleet.count_log_lines("frame already written") == 1; }));
     ASSERT_TRUE(fleet.wait_exposure(12, 30));
     EXPECT_EQ(fleet.frame_field(12, "r1", "checksum"), checksum);
     EXPECT_EQ(std::filesystem::last_write_time(fleet.output_path(12, "r1")), mtime);
@@ -114,10 +119,12 @@ TEST(FleetPipeline, BadInputFailsWithItsReasonAndIsRequeuedOnceRepaired)
     ASSERT_EQ(fleet.submit(13), 0);
     ASSERT_TRUE(fleet.wait_exposure(13, 60));
     EXPECT_EQ(fleet.frame_field(13, "b2", "state"), "failed");
-    EXPECT_NE(fleet.frame_field(13, "b2", "error").find("preproc-b2-00000013.fits"), std::string::npos)
+    EXPECT_NE(fleet.frame_field(13, "b2", "error").find("preproc-b2-00000013.fits"),
+              std::string::npos)
         << fleet.frame_field(13, "b2", "error");
     EXPECT_EQ(fleet.frame_field(13, "r2", "state"), "done");
-    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str, "done_with_errors");
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str,
+              "done_with_errors");
     EXPECT_FALSE(std::filesystem::exists(fleet.output_path(13, "b2")));
     // Once the file is repaired, the operator queues the failed frame again.
     std::filesystem::remove(paths[0]);
@@ -138,8 +145,9 @@ TEST(FleetPipeline, WavelengthOutsideThePsfFailsWithExtractsMessage)
     Fleet fleet("waverange");
     const auto preprocs = fleet.make_exposure(14, {"r3"});
     // `ex2d extract` refuses a grid outside the PSF's wavelength range as a usage error ...
-    Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r3"),
-                             "-o", fleet.dir() + "/reference.fits", "-w", "1000,2000,0.8", "-n", "25"},
+    Process tool("extract",
+                 {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r3"), "-o",
+                  fleet.dir() + "/reference.fits", "-w", "1000,2000,0.8", "-n", "25"},
                  {}, fleet.dir() + "/logs/extract.log");
     ASSERT_EQ(tool.wait(60), 2);
     const std::string log = tool.log();
@@ -151,13 +159,15 @@ TEST(FleetPipeline, WavelengthOutsideThePsfFailsWithExtractsMessage)
     fleet.start("reader", "reader-1");
     fleet.start("worker", "worker-1");
     fleet.start("writer", "writer-1");
-    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000014", "--psf",
-                         fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w", "1000,2000,0.8",
-                         "-n", "25", "--compression", "none"}), 0);
+    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000014",
+                         "--psf", fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w",
+                         "1000,2000,0.8", "-n", "25", "--compression", "none"}),
+              0);
     ASSERT_TRUE(fleet.wait_exposure(14, 60));
     EXPECT_EQ(fleet.frame_field(14, "r3", "state"), "failed");
     EXPECT_EQ(fleet.frame_field(14, "r3", "error"), "invalid argument: " + message);
-    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000014", "state"}).str, "done_with_errors");
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000014", "state"}).str,
+              "done_with_errors");
     EXPECT_FALSE(std::filesystem::exists(fleet.output_path(14, "r3")));
     std::string out;
     ASSERT_EQ(fleet.ctl({"status", "--exposure", "14"}, &out), 0);
@@ -180,7 +190,9 @@ TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)
     EXPECT_EQ(p.wait(20), 2);
     EXPECT_NE(p.log().find("appendonly"), std::string::npos) << p.log();
     Process& allowed = fleet.start("reader", "reader-allowed", {{"redis.allow_unsafe", "true"}});
-    EXPECT_TRUE(eventually(10, [&] { return fleet.redis({"EXISTS", "ex2d:proc:reader-allowed"}).integer == 1; }));
+    EXPECT_TRUE(eventually(10, [&] {
+        return fleet.redis({"EXISTS", "ex2d:proc:reader-allowed"}).integer == 1;
+    }));
     allowed.signal(SIGTERM);
     EXPECT_EQ(allowed.wait(25), 0);
 }

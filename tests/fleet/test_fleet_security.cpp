@@ -42,7 +42,10 @@ std::string first_line(const std::string& path)
     return line;
 }
 
-std::string repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path().string(); }
+std::string repo_root()
+{
+    return fs::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
 
 /// Passwords for every role (and an admin for the test itself) and the ACL file made from
 /// them by tools/ex2d-redis-acl, in a folder outside the fleet's.
@@ -50,12 +53,14 @@ struct AclFiles {
     std::string dir, passwords, acl;
     explicit AclFiles(const std::string& name)
     {
-        dir = (fs::temp_directory_path() / ("ex2d-acl-" + name + "-" + std::to_string(::getpid()))).string();
+        dir = (fs::temp_directory_path() / ("ex2d-acl-" + name + "-" + std::to_string(::getpid())))
+                  .string();
         fs::remove_all(dir);
         passwords = dir + "/passwords";
         acl = dir + "/users.acl";
         fs::create_directories(passwords);
-        std::ofstream(passwords + "/admin") << "admin-of-the-test-" << ::getpid() << "-0123456789\n";
+        std::ofstream(passwords + "/admin")
+            << "admin-of-the-test-" << ::getpid() << "-0123456789\n";
     }
     ~AclFiles()
     {
@@ -64,12 +69,16 @@ struct AclFiles {
     }
     int generate() const
     {
-        Process tool("acl", {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords", passwords,
-                             "--generate", "--output", acl},
+        Process tool("acl",
+                     {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords", passwords,
+                      "--generate", "--output", acl},
                      {}, dir + "/acl-tool.log");
         return tool.wait(30);
     }
-    std::string password(const std::string& role) const { return first_line(passwords + "/" + role); }
+    std::string password(const std::string& role) const
+    {
+        return first_line(passwords + "/" + role);
+    }
     std::map<std::string, std::string> settings(const std::string& role) const
     {
         return {{"redis.user", "ex2d-" + role}, {"redis.password_file", passwords + "/" + role}};
@@ -81,21 +90,26 @@ struct AclFiles {
     }
 };
 
-bool have_acl_tool() { return fs::exists(repo_root() + "/tools/ex2d-redis-acl"); }
+bool have_acl_tool()
+{
+    return fs::exists(repo_root() + "/tools/ex2d-redis-acl");
+}
 
 /// One command as `user` on a fresh connection.
-service::RedisValue as_user(const Fleet& fleet, const std::string& user, const std::string& password,
-                            const std::vector<std::string>& args)
+service::RedisValue as_user(const Fleet& fleet, const std::string& user,
+                            const std::string& password, const std::vector<std::string>& args)
 {
     service::RedisClient client({"127.0.0.1", fleet.redis_port(), user, password, 2000});
     auto r = client.command(args);
-    if (!r.is_ok()) return service::RedisValue{service::RedisValue::Type::error, 0, r.status().message(), {}};
+    if (!r.is_ok())
+        return service::RedisValue{service::RedisValue::Type::error, 0, r.status().message(), {}};
     return r.value();
 }
 
 bool refused(const service::RedisValue& v)
 {
-    return v.is_error() && (v.str.rfind("NOPERM", 0) == 0 || v.str.find("can't") != std::string::npos);
+    return v.is_error() &&
+           (v.str.rfind("NOPERM", 0) == 0 || v.str.find("can't") != std::string::npos);
 }
 
 /// Every line of every log under the fleet's folder that contains `secret`.
@@ -106,7 +120,8 @@ std::vector<std::string> lines_with(const std::string& folder, const std::string
         if (!entry.is_regular_file() || entry.path().extension() != ".log") continue;
         std::ifstream in(entry.path());
         for (std::string line; std::getline(in, line);) {
-            if (line.find(secret) != std::string::npos) found.push_back(entry.path().string() + ": " + line);
+            if (line.find(secret) != std::string::npos)
+                found.push_back(entry.path().string() + ": " + line);
         }
     }
     return found;
@@ -141,13 +156,17 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
     // A bad password file stops the tool with 2 and no ACL file.
     std::ofstream(files.dir + "/short-reader") << "short\n";
     fs::create_directories(files.dir + "/bad");
-    for (const auto& role : {"worker", "writer", "ctl"}) fs::copy_file(files.passwords + "/" + role, files.dir + "/bad/" + role);
+    for (const auto& role : {"worker", "writer", "ctl"})
+        fs::copy_file(files.passwords + "/" + role, files.dir + "/bad/" + role);
     fs::copy_file(files.dir + "/short-reader", files.dir + "/bad/reader");
-    Process bad("acl", {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords", files.dir + "/bad",
-                        "--output", files.dir + "/bad.acl"},
+    Process bad("acl",
+                {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords",
+                 files.dir + "/bad", "--output", files.dir + "/bad.acl"},
                 {}, files.dir + "/acl-bad.log");
     EXPECT_EQ(bad.wait(30), 2);
-    EXPECT_NE(bad.log().find("bad/reader: the password is shorter than 16 characters"), std::string::npos) << bad.log();
+    EXPECT_NE(bad.log().find("bad/reader: the password is shorter than 16 characters"),
+              std::string::npos)
+        << bad.log();
     EXPECT_FALSE(fs::exists(files.dir + "/bad.acl"));
 
     Fleet fleet("acl", files.redis_setup());
@@ -165,7 +184,9 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
     EXPECT_EQ(fleet.ctl({"workers"}, &out), 0) << out;
     EXPECT_EQ(fleet.ctl({"requeue", "--exposure", "21"}, &out), 0) << out;
     EXPECT_EQ(fleet.ctl({"drain", "worker-1"}, &out), 0) << out;
-    EXPECT_TRUE(eventually(20, [&] { return fleet.redis({"EXISTS", "ex2d:proc:worker-1"}).integer == 0; }));
+    EXPECT_TRUE(eventually(20, [&] {
+        return fleet.redis({"EXISTS", "ex2d:proc:worker-1"}).integer == 0;
+    }));
     // Nothing the fleet did was refused: every command of every role is in its ACL.
     const auto log = fleet.redis({"ACL", "LOG"});
     std::string first_refusal;
@@ -177,7 +198,9 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
 
     // What a role does not need is refused.
     const std::string reader_pw = files.password("reader");
-    auto reader = [&](const std::vector<std::string>& args) { return as_user(fleet, "ex2d-reader", reader_pw, args); };
+    auto reader = [&](const std::vector<std::string>& args) {
+        return as_user(fleet, "ex2d-reader", reader_pw, args);
+    };
     EXPECT_TRUE(refused(reader({"FLUSHALL"})));
     EXPECT_TRUE(refused(reader({"CONFIG", "GET", "*"})));
     EXPECT_TRUE(refused(reader({"CONFIG", "SET", "appendonly", "no"})));
@@ -190,14 +213,18 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
     EXPECT_TRUE(refused(reader({"SCRIPT", "FLUSH"})));
     const auto sha = reader({"SCRIPT", "LOAD", "return redis.call('SET', 'other:key', '1')"});
     ASSERT_FALSE(sha.is_error()) << sha.str;
-    EXPECT_TRUE(refused(reader({"EVALSHA", sha.str, "0"})));  // scripts run with the caller's rights
+    EXPECT_TRUE(
+        refused(reader({"EVALSHA", sha.str, "0"})));  // scripts run with the caller's rights
     EXPECT_FALSE(reader({"HSET", "ex2d:proc:probe", "a", "1"}).is_error());  // its own kind of key
     const std::string worker_pw = files.password("worker");
-    EXPECT_TRUE(refused(as_user(fleet, "ex2d-worker", worker_pw,
-                                {"XREADGROUP", "GROUP", "readers", "w", "STREAMS", "ex2d:jobs:nightly", ">"})));
-    EXPECT_TRUE(refused(as_user(fleet, "ex2d-worker", worker_pw, {"XADD", "ex2d:dead", "*", "a", "b"})));
+    EXPECT_TRUE(refused(
+        as_user(fleet, "ex2d-worker", worker_pw,
+                {"XREADGROUP", "GROUP", "readers", "w", "STREAMS", "ex2d:jobs:nightly", ">"})));
+    EXPECT_TRUE(
+        refused(as_user(fleet, "ex2d-worker", worker_pw, {"XADD", "ex2d:dead", "*", "a", "b"})));
     EXPECT_TRUE(refused(as_user(fleet, "ex2d-ctl", files.password("ctl"), {"FLUSHDB"})));
-    EXPECT_TRUE(refused(as_user(fleet, "ex2d-ctl", files.password("ctl"), {"SET", "other:key", "1"})));
+    EXPECT_TRUE(
+        refused(as_user(fleet, "ex2d-ctl", files.password("ctl"), {"SET", "other:key", "1"})));
     EXPECT_GT(fleet.redis({"ACL", "LOG"}).elements.size(), 0u);  // the refusals above are logged
 
     // The default user is off: no command without AUTH, and no AUTH as default.
@@ -212,17 +239,22 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
     std::ofstream(files.dir + "/wrong") << wrong << "\n";
     for (const auto& role : kRoles) {
         Process& p = fleet.start(role, role + "-wrongpass",
-                                 {{"redis.user", "ex2d-" + role}, {"redis.password_file", files.dir + "/wrong"},
+                                 {{"redis.user", "ex2d-" + role},
+                                  {"redis.password_file", files.dir + "/wrong"},
                                   {"service.log_level", "debug"}});
         EXPECT_EQ(p.wait(20), 2) << role << ": " << p.log();
-        EXPECT_NE(p.log().find("authentication failed for user 'ex2d-" + role + "'"), std::string::npos) << p.log();
+        EXPECT_NE(p.log().find("authentication failed for user 'ex2d-" + role + "'"),
+                  std::string::npos)
+            << p.log();
     }
     fleet.ctl_env["EX2D_REDIS_PASSWORD_FILE"] = files.dir + "/wrong";
     EXPECT_EQ(fleet.ctl({"status"}, &out), 2) << out;
     EXPECT_NE(out.find("authentication failed for user 'ex2d-ctl'"), std::string::npos) << out;
     EXPECT_EQ(lines_with(fleet.dir() + "/logs", wrong), std::vector<std::string>{});
     for (const auto& role : {"reader", "worker", "writer", "ctl", "admin"}) {
-        EXPECT_EQ(lines_with(fleet.dir() + "/logs", files.password(role)), std::vector<std::string>{}) << role;
+        EXPECT_EQ(lines_with(fleet.dir() + "/logs", files.password(role)),
+                  std::vector<std::string>{})
+            << role;
     }
 }
 
@@ -244,17 +276,24 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
     for (const std::string who : {"reader", "writer", "worker", "rogue"}) {
         std::string out;
         ASSERT_EQ(fleet.ctl({"keygen", "--secret-file", keys + "/" + who + ".key", "--public-file",
-                             keys + "/" + who + ".pub"}, &out), 0) << out;
+                             keys + "/" + who + ".pub"},
+                            &out),
+                  0)
+            << out;
         public_keys[who] = first_line(keys + "/" + who + ".pub");
         EXPECT_EQ(out, public_keys[who] + "\n");  // the public key only on the terminal
         EXPECT_EQ(fs::status(keys + "/" + who + ".key").permissions() & fs::perms::all,
                   fs::perms::owner_read | fs::perms::owner_write);
     }
     std::string refused_again;
-    EXPECT_EQ(fleet.ctl({"keygen", "--secret-file", keys + "/worker.key", "--public-file", keys + "/x.pub"},
-                        &refused_again), 2) << refused_again;
+    EXPECT_EQ(fleet.ctl({"keygen", "--secret-file", keys + "/worker.key", "--public-file",
+                         keys + "/x.pub"},
+                        &refused_again),
+              2)
+        << refused_again;
     fs::copy_file(keys + "/worker.pub", keys + "/workers/worker-1");
-    std::ofstream(keys + "/servers") << public_keys["reader"] << " reader-1\n" << public_keys["writer"] << " writer-1\n";
+    std::ofstream(keys + "/servers") << public_keys["reader"] << " reader-1\n"
+                                     << public_keys["writer"] << " writer-1\n";
     auto curve = [&](const std::string& role, const std::string& key, const std::string& allowed) {
         auto s = files.settings(role);
         s["zmq.curve_secret_key_file"] = keys + "/" + key + ".key";
@@ -270,8 +309,10 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
     fleet.start("worker", "worker-rogue", curve("worker", "rogue", keys + "/servers"));
     fleet.start("worker", "worker-plain", files.settings("worker"));
     ASSERT_TRUE(eventually(20, [&] {
-        return metric(metrics_of(fleet, "reader-1"), "ex2d_zap_requests_total{role=\"reader\",result=\"refused\"}") >= 1 &&
-               metric(metrics_of(fleet, "worker-plain"), "ex2d_peers_refused_total{role=\"worker\",reason=\"curve_required\"}") >= 2;
+        return metric(metrics_of(fleet, "reader-1"),
+                      "ex2d_zap_requests_total{role=\"reader\",result=\"refused\"}") >= 1 &&
+               metric(metrics_of(fleet, "worker-plain"),
+                      "ex2d_peers_refused_total{role=\"worker\",reason=\"curve_required\"}") >= 2;
     }));
     fleet.start("worker", "worker-1", curve("worker", "worker", keys + "/servers"));
     ASSERT_EQ(fleet.submit(22), 0);
@@ -283,7 +324,8 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
 
     // The servers advertise their public keys next to their tcp:// endpoints.
     const std::string reader_entry = fleet.redis({"HGET", "ex2d:endpoints", "reader-1"}).str;
-    EXPECT_TRUE(std::regex_search(reader_entry, std::regex("^reader ready [0-9]+ tcp://127\\.0\\.0\\.1:[0-9]+ ")))
+    EXPECT_TRUE(std::regex_search(reader_entry,
+                                  std::regex("^reader ready [0-9]+ tcp://127\\.0\\.0\\.1:[0-9]+ ")))
         << reader_entry;
     EXPECT_EQ(reader_entry.substr(reader_entry.rfind(' ') + 1), public_keys["reader"]);
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:proc:writer-1", "curve_key"}).str, public_keys["writer"]);
@@ -291,49 +333,70 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
     // Only worker-1 extracted; the rogue's handshakes were refused and counted, and logged by
     // fingerprint; the keyless worker never connected.
     const std::string reader_metrics = metrics_of(fleet, "reader-1");
-    EXPECT_GE(metric(reader_metrics, "ex2d_zap_requests_total{role=\"reader\",result=\"accepted\"}"), 1);
-    EXPECT_GE(metric(metrics_of(fleet, "writer-1"), "ex2d_zap_requests_total{role=\"writer\",result=\"refused\"}"), 1);
-    EXPECT_EQ(metric(metrics_of(fleet, "worker-1"), "ex2d_frames_total{role=\"worker\",state=\"extracted\"}"), 2);
-    EXPECT_EQ(metric(metrics_of(fleet, "worker-rogue"), "ex2d_frames_total{role=\"worker\",state=\"received\"}"), 0);
-    EXPECT_EQ(metric(metrics_of(fleet, "worker-plain"), "ex2d_frames_total{role=\"worker\",state=\"received\"}"), 0);
-    EXPECT_GE(metric(metrics_of(fleet, "worker-rogue"), "ex2d_peers_refused_total{role=\"worker\",reason=\"handshake_refused\"}"), 1);
-    EXPECT_EQ(metric(metrics_of(fleet, "worker-1"), "ex2d_peers_refused_total{role=\"worker\",reason=\"handshake_refused\"}"), 0);
+    EXPECT_GE(
+        metric(reader_metrics, "ex2d_zap_requests_total{role=\"reader\",result=\"accepted\"}"), 1);
+    EXPECT_GE(metric(metrics_of(fleet, "writer-1"),
+                     "ex2d_zap_requests_total{role=\"writer\",result=\"refused\"}"),
+              1);
+    EXPECT_EQ(metric(metrics_of(fleet, "worker-1"),
+                     "ex2d_frames_total{role=\"worker\",state=\"extracted\"}"),
+              2);
+    EXPECT_EQ(metric(metrics_of(fleet, "worker-rogue"),
+                     "ex2d_frames_total{role=\"worker\",state=\"received\"}"),
+              0);
+    EXPECT_EQ(metric(metrics_of(fleet, "worker-plain"),
+                     "ex2d_frames_total{role=\"worker\",state=\"received\"}"),
+              0);
+    EXPECT_GE(metric(metrics_of(fleet, "worker-rogue"),
+                     "ex2d_peers_refused_total{role=\"worker\",reason=\"handshake_refused\"}"),
+              1);
+    EXPECT_EQ(metric(metrics_of(fleet, "worker-1"),
+                     "ex2d_peers_refused_total{role=\"worker\",reason=\"handshake_refused\"}"),
+              0);
     EXPECT_GE(fleet.count_log_lines("handshake refused by tcp://127.0.0.1:"), 1);
     EXPECT_GE(fleet.count_log_lines("zap refused key=" + public_keys["rogue"].substr(0, 8)), 1);
     EXPECT_EQ(fleet.count_log_lines("zap refused key=" + public_keys["worker"].substr(0, 8)), 0);
 
     // The plaintext guard: no keys and a non-loopback tcp:// bind is refused at start.
-    Process& open = fleet.start("reader", "reader-open", {{"zmq.bind", "tcp://0.0.0.0:*"}, {"redis.user", "ex2d-reader"},
-                                                           {"redis.password_file", files.passwords + "/reader"}});
+    Process& open = fleet.start("reader", "reader-open",
+                                {{"zmq.bind", "tcp://0.0.0.0:*"},
+                                 {"redis.user", "ex2d-reader"},
+                                 {"redis.password_file", files.passwords + "/reader"}});
     EXPECT_EQ(open.wait(20), 2) << open.log();
     EXPECT_NE(open.log().find("zmq.allow_plaintext"), std::string::npos) << open.log();
     // A CURVE server without an allow-list is refused too.
     Process& unlisted = fleet.start("writer", "writer-unlisted", curve("writer", "writer", ""));
     EXPECT_EQ(unlisted.wait(20), 2) << unlisted.log();
-    EXPECT_NE(unlisted.log().find("zmq.curve_allowed_keys is empty"), std::string::npos) << unlisted.log();
+    EXPECT_NE(unlisted.log().find("zmq.curve_allowed_keys is empty"), std::string::npos)
+        << unlisted.log();
 
     // --print-config with every secret given: the password is redacted, key files are paths.
-    const std::string direct = "direct-password-" + std::to_string(::getpid()) + "-on-the-command-line";
+    const std::string direct =
+        "direct-password-" + std::to_string(::getpid()) + "-on-the-command-line";
     for (const auto& role : kRoles) {
         auto s = curve(role, role == "worker" ? "worker" : role, keys + "/workers");
         s["redis.password"] = direct;
         s["service.log_level"] = "debug";
-        std::vector<std::string> argv = {std::string(EX2D_BIN_DIR) + "/" + role + "/ex2d-" + role, "--print-config"};
+        std::vector<std::string> argv = {std::string(EX2D_BIN_DIR) + "/" + role + "/ex2d-" + role,
+                                         "--print-config"};
         for (const auto& [k, v] : s) {
             argv.push_back("--" + k);
             argv.push_back(v);
         }
-        Process p("print-config", argv, {{"EX2D_REDIS_PASSWORD", direct}}, fleet.dir() + "/logs/print-config-" + role + ".log");
+        Process p("print-config", argv, {{"EX2D_REDIS_PASSWORD", direct}},
+                  fleet.dir() + "/logs/print-config-" + role + ".log");
         ASSERT_EQ(p.wait(20), 0) << p.log();
         EXPECT_NE(p.log().find("password: \"<redacted>\""), std::string::npos) << p.log();
         EXPECT_NE(p.log().find("curve_secret_key_file: \"" + keys), std::string::npos) << p.log();
         // A wrong direct password at debug level: refused, and not echoed.
-        Process& failing = fleet.start(role, role + "-badpass", {{"redis.user", "ex2d-" + role}, {"redis.password", direct}});
+        Process& failing = fleet.start(
+            role, role + "-badpass", {{"redis.user", "ex2d-" + role}, {"redis.password", direct}});
         EXPECT_EQ(failing.wait(20), 2) << failing.log();
     }
     // No secret in any log: passwords, the direct password, the secret keys.
     std::vector<std::string> secrets = {direct};
-    for (const auto& role : {"reader", "worker", "writer", "ctl", "admin"}) secrets.push_back(files.password(role));
+    for (const auto& role : {"reader", "worker", "writer", "ctl", "admin"})
+        secrets.push_back(files.password(role));
     for (const std::string who : {"reader", "writer", "worker", "rogue"}) {
         std::ifstream in(keys + "/" + who + ".key");
         for (std::string line; std::getline(in, line);) {
@@ -342,7 +405,8 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
     }
     EXPECT_EQ(secrets.size(), 10u);
     for (const auto& secret : secrets) {
-        EXPECT_EQ(lines_with(fleet.dir() + "/logs", secret), std::vector<std::string>{}) << secret.substr(0, 4);
+        EXPECT_EQ(lines_with(fleet.dir() + "/logs", secret), std::vector<std::string>{})
+            << secret.substr(0, 4);
     }
     EXPECT_GT(fleet.count_log_lines("\"level\":\"debug\""), 0);  // debug logs were on
 }

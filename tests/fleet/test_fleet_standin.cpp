@@ -41,8 +41,9 @@ TEST(FleetStandin, WorkerReturnsTheFrameAfterItsDelayAndRefusesAnotherGrid)
     const auto preprocs = fleet.make_exposure(21, cameras);
     fleet.make_exposure(22, {"r0"});
     const std::string frame = fleet.dir() + "/standin-r0.fits";
-    Process tool("extract", {EX2D_TOOL_PATH, "extract", "-i", preprocs[1], "-p", fleet.psf_path("r0"),
-                             "-o", frame, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1"},
+    Process tool("extract",
+                 {EX2D_TOOL_PATH, "extract", "-i", preprocs[1], "-p", fleet.psf_path("r0"), "-o",
+                  frame, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1"},
                  {}, fleet.dir() + "/logs/extract.log");
     ASSERT_EQ(tool.wait(60), 0);
     auto expected = read_frame(frame);
@@ -71,7 +72,8 @@ TEST(FleetStandin, WorkerReturnsTheFrameAfterItsDelayAndRefusesAnotherGrid)
         ASSERT_EQ(got.value().flux.size(), expected.value().flux.size());
         for (std::size_t k = 0; k < got.value().flux.size(); ++k) {
             const double want = expected.value().flux[k];
-            ASSERT_NEAR(got.value().flux[k], want, 1e-12 * std::max(1.0, std::abs(want))) << camera << " " << k;
+            ASSERT_NEAR(got.value().flux[k], want, 1e-12 * std::max(1.0, std::abs(want)))
+                << camera << " " << k;
         }
     }
     const std::vector<double> seconds = extract_seconds(fleet.dir() + "/logs/worker-1.log");
@@ -81,16 +83,18 @@ TEST(FleetStandin, WorkerReturnsTheFrameAfterItsDelayAndRefusesAnotherGrid)
         EXPECT_LT(s, kDelay + kOverhead);
     }
 
-    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000022", "--psf",
-                         fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w", "6000,6080,0.8",
-                         "-n", "25", "--compression", "none"}),
+    ASSERT_EQ(fleet.ctl({"submit", "--exposure-dir", fleet.dir() + "/preproc/20261122/00000022",
+                         "--psf", fleet.psf_template(), "--output-root", fleet.dir() + "/out", "-w",
+                         "6000,6080,0.8", "-n", "25", "--compression", "none"}),
               0);
     ASSERT_TRUE(fleet.wait_exposure(22, 60));
     EXPECT_EQ(fleet.frame_field(22, "r0", "state"), "failed");
     const std::string error = fleet.frame_field(22, "r0", "error");
     EXPECT_NE(error.find("stand-in frame " + frame + " holds fibres 0-24 on 126 wavelengths"),
-              std::string::npos) << error;
-    EXPECT_NE(error.find("but the job asks for fibres 0-24 on 101 wavelengths"), std::string::npos) << error;
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("but the job asks for fibres 0-24 on 101 wavelengths"), std::string::npos)
+        << error;
     EXPECT_FALSE(std::filesystem::exists(fleet.output_path(22, "r0")));
 }
 

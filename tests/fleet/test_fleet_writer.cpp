@@ -33,7 +33,8 @@ int temporaries_under(const std::string& dir)
     std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos) ++n;
+        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos)
+            ++n;
     }
     return n;
 }
@@ -99,11 +100,14 @@ TEST(FleetWriter, KeepsReceivingWhileItWrites)
     const std::vector<std::string> inputs = fleet.make_exposure(expid, cams);
     fleet.start("reader", "reader-1");
     Process& worker = fleet.start("worker", "worker-1");
-    Process& writer = fleet.start("writer", "writer-1", {{"writer.credit", "1"}, {"writer.write_threads", "1"}},
-                                  {{"EX2D_TEST_DELAY_WRITE_MS", "3000"}});
+    Process& writer =
+        fleet.start("writer", "writer-1", {{"writer.credit", "1"}, {"writer.write_threads", "1"}},
+                    {{"EX2D_TEST_DELAY_WRITE_MS", "3000"}});
     ASSERT_EQ(fleet.submit(expid), 0);
 
-    ASSERT_TRUE(eventually(60, [&] { return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    ASSERT_TRUE(eventually(60, [&] {
+        return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos;
+    }));
     const std::string address = fleet.redis({"HGET", "ex2d:proc:writer-1", "http"}).str;
     ASSERT_FALSE(address.empty()) << "the writer registered no HTTP address";
     const auto asked = Clock::now();
@@ -166,7 +170,9 @@ TEST(FleetWriter, DrainedMidWriteHandsItsJobBackToAnotherWriter)
     Process& first = fleet.start("writer", "writer-a", {{"service.drain_timeout_s", "2"}},
                                  {{"EX2D_TEST_DELAY_WRITE_MS", "8000"}});
     ASSERT_EQ(fleet.submit(expid), 0);
-    ASSERT_TRUE(eventually(60, [&] { return first.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos; }));
+    ASSERT_TRUE(eventually(60, [&] {
+        return first.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos;
+    }));
     EXPECT_EQ(fleet.frame_field(expid, "r0", "state"), "writing");
     EXPECT_EQ(fleet.frame_field(expid, "r0", "process"), "writer-a");
     EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 1) << "the write is in progress";
@@ -175,16 +181,20 @@ TEST(FleetWriter, DrainedMidWriteHandsItsJobBackToAnotherWriter)
     first.signal(SIGTERM);
     const int code = first.wait(drain_s + 5.0);
     const double exit_s = std::chrono::duration<double>(Clock::now() - term).count();
-    std::printf("writer drained mid-write exited %d after %.2f s (deadline %.1f s)\n", code, exit_s, drain_s);
+    std::printf("writer drained mid-write exited %d after %.2f s (deadline %.1f s)\n", code, exit_s,
+                drain_s);
     EXPECT_EQ(code, 0);
     EXPECT_GE(exit_s, drain_s - 0.1) << "it must wait for the write up to its deadline";
     EXPECT_LT(exit_s, drain_s + 3.0);
     EXPECT_NE(first.log().find("drain deadline reached during a write"), std::string::npos);
-    EXPECT_NE(first.log().find("handed back job=nightly/00000071/r0 attempt=1 result=applied"), std::string::npos)
+    EXPECT_NE(first.log().find("handed back job=nightly/00000071/r0 attempt=1 result=applied"),
+              std::string::npos)
         << first.log();
     EXPECT_EQ(first.log().find("\"msg\":\"frame written"), std::string::npos);
-    EXPECT_NE(first.log().find("removed 1 temporary file(s) of the unfinished write"), std::string::npos);
-    EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 0) << "the drained writer left its temporary file";
+    EXPECT_NE(first.log().find("removed 1 temporary file(s) of the unfinished write"),
+              std::string::npos);
+    EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 0)
+        << "the drained writer left its temporary file";
     EXPECT_EQ(fleet.redis({"HLEN", "ex2d:temporaries"}).integer, 0) << "nor a ledger entry";
     EXPECT_FALSE(fs::exists(fleet.output_path(expid, "r0")));
 
@@ -195,7 +205,8 @@ TEST(FleetWriter, DrainedMidWriteHandsItsJobBackToAnotherWriter)
     EXPECT_EQ(fleet.frame_field(expid, "r0", "process"), "writer-b");
     EXPECT_EQ(fleet.frame_field(expid, "r0", "attempt"), "2");
     EXPECT_EQ(fleet.count_log_lines("\"msg\":\"frame written output=" + output + " "), 1);
-    EXPECT_NE(second.log().find("\"msg\":\"frame written output=" + output + " "), std::string::npos);
+    EXPECT_NE(second.log().find("\"msg\":\"frame written output=" + output + " "),
+              std::string::npos);
     EXPECT_EQ(identity_mismatch(inputs[0], output, "r0", expid), "");
     EXPECT_EQ(fleet.redis({"HLEN", "ex2d:temporaries"}).integer, 0);
     EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 0);

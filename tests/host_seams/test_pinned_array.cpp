@@ -53,7 +53,8 @@ TEST(PinnedArray, AFailedGrowthLeavesTheArrayAsItWas)
             array.reserve(1000);
             FAIL() << "8000 bytes over a limit of 1024 did not throw";
         } catch (const std::runtime_error& e) {
-            EXPECT_STREQ(e.what(), "cannot allocate 8000 bytes of pinned host memory for kept outputs");
+            EXPECT_STREQ(e.what(),
+                         "cannot allocate 8000 bytes of pinned host memory for kept outputs");
         }
         EXPECT_EQ(array.data(), before);
         EXPECT_EQ(array.capacity(), 10u);

@@ -28,7 +28,10 @@ namespace fs = std::filesystem;
 using test::last_line;
 using test::RunResult;
 
-RunResult run_tool(const std::string& args) { return test::run_command(args); }
+RunResult run_tool(const std::string& args)
+{
+    return test::run_command(args);
+}
 
 class Cli : public ::testing::Test {
 protected:
@@ -92,8 +95,9 @@ TEST_F(Cli, HelpListsSubcommands)
     }
     const RunResult e = run_tool("extract --help");
     EXPECT_EQ(e.exit_code, 0);
-    for (const char* opt : {"--psferr", "--regularize", "--bundlesize", "--nsubbundles", "--nwavestep",
-                            "--pixpad-frac", "--wavepad-frac", "--threads", "--specmin", "--nspec"}) {
+    for (const char* opt :
+         {"--psferr", "--regularize", "--bundlesize", "--nsubbundles", "--nwavestep",
+          "--pixpad-frac", "--wavepad-frac", "--threads", "--specmin", "--nspec"}) {
         EXPECT_NE(e.output.find(opt), std::string::npos) << opt;
     }
 }
@@ -121,7 +125,8 @@ TEST_F(Cli, CudaBackendWithoutADeviceFailsCleanly)
     EXPECT_EQ(r.exit_code, 1) << r.output;
     const std::string line = last_line(r.output);
     EXPECT_TRUE(line.find("not compiled") != std::string::npos ||
-                line.find("device unavailable") != std::string::npos) << line;
+                line.find("device unavailable") != std::string::npos)
+        << line;
     EXPECT_NE(line.find("CUDA"), std::string::npos) << line;
     EXPECT_FALSE(fs::exists(out));
 }
@@ -178,8 +183,8 @@ TEST_F(Cli, BadOptionsAreRejectedBeforeWork)
     const std::string out = dir_->file("frame-opts.fits");
     expect_clean_failure(extract_args(preproc_path_, psf_path_, out) + " --bundlesize 24", out,
                          "bundlesize", "invalid argument");
-    const RunResult r = run_tool("extract -i " + preproc_path_ + " -p " + psf_path_ + " -o " +
-                                 out + " -w 6000,5000,0.8");
+    const RunResult r = run_tool("extract -i " + preproc_path_ + " -p " + psf_path_ + " -o " + out +
+                                 " -w 6000,5000,0.8");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_FALSE(fs::exists(out));
 }

@@ -113,8 +113,9 @@ protected:
         EXPECT_EQ(frame.value().nspec, 25);
         EXPECT_EQ(frame.value().nwave, nwave);
         EXPECT_EQ(frame.value().fiber.front(), 0);
-        EXPECT_NE(frame.value().hdu_names.end(), std::find(frame.value().hdu_names.begin(),
-                                                          frame.value().hdu_names.end(), "SCORES"));
+        EXPECT_NE(
+            frame.value().hdu_names.end(),
+            std::find(frame.value().hdu_names.begin(), frame.value().hdu_names.end(), "SCORES"));
     }
 
     static test::TempDir* dir_;
@@ -130,8 +131,8 @@ TEST_F(Dropin, DesiProcCommandLineForRThroughTheSymlink)
     const std::string link = dir_->file("desi_extract_spectra");
     fs::create_symlink(EX2D_TOOL_PATH, link);
     const std::string out = dir_->file("frame-r0-00000001-no-badcolumn-mask.fits");
-    const RunResult r = run("-w 5760.0,7620.0,0.8 -i " + pre_r_ + " -p " + psf_r_ + " -o " +
-                                out + " --psferr 0.01 -n 25",
+    const RunResult r = run("-w 5760.0,7620.0,0.8 -i " + pre_r_ + " -p " + psf_r_ + " -o " + out +
+                                " --psferr 0.01 -n 25",
                             "", link);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     expect_frame(out, 2326);
@@ -141,8 +142,8 @@ TEST_F(Dropin, DesiProcCommandLineForBWithNoGpu)
 {
     const std::string pre_b = simulate(Arm::b, "b0", 3600, 3800, "preproc-b0.fits");
     const std::string out = dir_->file("frame-b0-00000001-no-badcolumn-mask.fits");
-    const RunResult r = run("extract -w 3600.0,5800.0,0.8 -i " + pre_b + " -p " + psf_b_ +
-                            " -o " + out + " --psferr 0.04 --no-gpu -n 25");
+    const RunResult r = run("extract -w 3600.0,5800.0,0.8 -i " + pre_b + " -p " + psf_b_ + " -o " +
+                            out + " --psferr 0.04 --no-gpu -n 25");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("event=backend_cpu reason=\"--no-gpu\""), std::string::npos);
     EXPECT_NE(r.output.find("backend=cpu"), std::string::npos);
@@ -163,7 +164,7 @@ TEST_F(Dropin, NoScoresLeavesOutTheScoresHdu)
     ASSERT_EQ(run(small(out) + " --no-scores").exit_code, 0);
     auto frame = read_frame(out);
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
-    const std::vector<std::string> expected = {"FLUX", "IVAR", "MASK", "WAVELENGTH",
+    const std::vector<std::string> expected = {"FLUX",       "IVAR",     "MASK",   "WAVELENGTH",
                                                "RESOLUTION", "FIBERMAP", "CHI2PIX"};
     EXPECT_EQ(frame.value().hdu_names, expected);
 }
@@ -301,7 +302,8 @@ TEST_F(Dropin, SigtermRemovesTemporariesAndExits143)
     ASSERT_TRUE(WIFEXITED(status)) << text.str();
     EXPECT_EQ(WEXITSTATUS(status), 143) << text.str();
     EXPECT_NE(last_line(text.str()).find("error ex2d: interrupted by signal 15 (SIGTERM)"),
-              std::string::npos) << text.str();
+              std::string::npos)
+        << text.str();
     EXPECT_TRUE(temporaries_in(outdir.path()).empty());
     EXPECT_FALSE(fs::exists(out));
 }

@@ -36,8 +36,8 @@ protected:
     }
     std::string write_file(const std::string& text)
     {
-        const std::string path = ::testing::TempDir() + "ex2d_config_" +
-                                 std::to_string(files_.size()) + ".yaml";
+        const std::string path =
+            ::testing::TempDir() + "ex2d_config_" + std::to_string(files_.size()) + ".yaml";
         std::ofstream(path) << text;
         files_.push_back(path);
         return path;
@@ -114,11 +114,11 @@ TEST_F(ConfigTest, LaterSourcesWin)
     set_env("EX2D_REDIS_PORT", "7001");
     set_env("EX2D_QUEUE_LEASE_S", "30.5");
     Config config;
-    const auto status = load(config, {"--config", path, "--redis.port", "7002",
-                                      "--worker.backend=auto"});
+    const auto status =
+        load(config, {"--config", path, "--redis.port", "7002", "--worker.backend=auto"});
     ASSERT_TRUE(status.is_ok()) << status.to_string();
-    EXPECT_EQ(config.get_int("redis.port"), 7002);             // flag over env over file
-    EXPECT_DOUBLE_EQ(config.get_double("queue.lease_s"), 30.5);  // env over file
+    EXPECT_EQ(config.get_int("redis.port"), 7002);                // flag over env over file
+    EXPECT_DOUBLE_EQ(config.get_double("queue.lease_s"), 30.5);   // env over file
     EXPECT_EQ(config.get_string("redis.host"), "redis.example");  // file over default
     EXPECT_EQ(config.get_int("worker.credit"), 4);
     EXPECT_EQ(config.get_string("worker.backend"), "auto");
@@ -152,7 +152,8 @@ TEST_F(ConfigTest, FolderGivenAsTheFileIsAnError)
     Config config;
     const auto status = load(config, {});
     EXPECT_EQ(status.code(), StatusCode::io_error);
-    EXPECT_NE(status.message().find(folder + ": the configuration file is a folder"), std::string::npos)
+    EXPECT_NE(status.message().find(folder + ": the configuration file is a folder"),
+              std::string::npos)
         << status.message();
 }
 
@@ -190,7 +191,7 @@ TEST_F(ConfigTest, BadValuesNameKeyAndSource)
 TEST_F(ConfigTest, BooleanSpellings)
 {
     const std::vector<std::pair<std::string, bool>> cases = {
-        {"true", true}, {"YES", true}, {"on", true}, {"1", true},
+        {"true", true},   {"YES", true}, {"on", true},   {"1", true},
         {"false", false}, {"no", false}, {"Off", false}, {"0", false}};
     for (const auto& [text, expected] : cases) {
         Config config;
@@ -288,8 +289,9 @@ TEST_F(ConfigTest, HelpAndPrintConfigFlags)
     EXPECT_NE(help.find("  --redis.port INTEGER  (default 6379, [1, 65535]; EX2D_REDIS_PORT)\n"
                         "      Redis TCP port\n"),
               std::string::npos);
-    EXPECT_NE(help.find("--worker.backend STRING  (default \"cpu\", one of cpu, cuda, auto, standin;"),
-              std::string::npos);
+    EXPECT_NE(
+        help.find("--worker.backend STRING  (default \"cpu\", one of cpu, cuda, auto, standin;"),
+        std::string::npos);
 }
 
 }  // namespace

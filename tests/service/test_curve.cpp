@@ -86,16 +86,17 @@ TEST_F(CurveFiles, KeygenFilesReadBack)
 TEST_F(CurveFiles, CzmqCertificatesAndListsAreRead)
 {
     const CurveKeyPair a = new_keys(), b = new_keys(), c = new_keys();
-    write("cert_secret", "#   ZeroMQ CURVE **Secret** Certificate\n\nmetadata\n    name = \"w1\"\ncurve\n"
-                         "    public-key = \"" + a.public_key + "\"\n    secret-key = \"" +
-                         a.secret_key + "\"\n");
+    write("cert_secret",
+          "#   ZeroMQ CURVE **Secret** Certificate\n\nmetadata\n    name = \"w1\"\ncurve\n"
+          "    public-key = \"" +
+              a.public_key + "\"\n    secret-key = \"" + a.secret_key + "\"\n");
     auto read = ex2d::service::read_curve_secret_key(path("cert_secret"));
     ASSERT_TRUE(read.is_ok()) << read.status().to_string();
     EXPECT_EQ(read.value().public_key, a.public_key);
 
     // A list: comments, a name after a key, a CZMQ public certificate.
-    const std::string list = write("allowed", "# workers\n\n" + a.public_key + " worker-a\n" +
-                                                  b.public_key + "\n");
+    const std::string list =
+        write("allowed", "# workers\n\n" + a.public_key + " worker-a\n" + b.public_key + "\n");
     auto keys = ex2d::service::read_curve_public_keys(list);
     ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
     EXPECT_EQ(keys.value(), (CurveAllowList{{a.public_key, "worker-a"}, {b.public_key, ""}}));
@@ -108,7 +109,8 @@ TEST_F(CurveFiles, CzmqCertificatesAndListsAreRead)
     write("folder/.hidden", "not a key\n");
     keys = ex2d::service::read_curve_public_keys(path("folder"));
     ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
-    EXPECT_EQ(keys.value(), (CurveAllowList{{b.public_key, "worker-b"}, {c.public_key, "worker-c.cert"}}));
+    EXPECT_EQ(keys.value(),
+              (CurveAllowList{{b.public_key, "worker-b"}, {c.public_key, "worker-c.cert"}}));
 }
 
 TEST_F(CurveFiles, BadFilesAreNamedWithoutTheirContents)
@@ -130,7 +132,8 @@ TEST_F(CurveFiles, BadFilesAreNamedWithoutTheirContents)
     EXPECT_NE(keys.status().message().find("secret key in a public key list"), std::string::npos);
     EXPECT_EQ(keys.status().message().find(a.secret_key), std::string::npos);
 
-    keys = ex2d::service::read_curve_public_keys(write("garbage", a.public_key + "\nhello world\n"));
+    keys =
+        ex2d::service::read_curve_public_keys(write("garbage", a.public_key + "\nhello world\n"));
     ASSERT_FALSE(keys.is_ok());
     EXPECT_NE(keys.status().message().find("garbage:2: not a CURVE public key"), std::string::npos)
         << keys.status().message();
@@ -169,25 +172,30 @@ TEST(ZapAnswer, FollowsRfc27)
     const CurveAllowList allowed = {{known.public_key, "worker-1"}};
     bool accepted = true;
     std::string key;
-    auto reply = ZapHandler::answer({"1.0", "7", "ex2d", "10.1.2.3", "", "CURVE", binary_key(known.public_key)},
-                                    allowed, accepted, key);
+    auto reply = ZapHandler::answer(
+        {"1.0", "7", "ex2d", "10.1.2.3", "", "CURVE", binary_key(known.public_key)}, allowed,
+        accepted, key);
     EXPECT_EQ(reply, (std::vector<std::string>{"1.0", "7", "200", "OK", "worker-1", ""}));
     EXPECT_TRUE(accepted);
     EXPECT_EQ(key, known.public_key);
 
-    reply = ZapHandler::answer({"1.0", "8", "ex2d", "10.1.2.3", "", "CURVE", binary_key(stranger.public_key)},
-                               allowed, accepted, key);
-    EXPECT_EQ(reply, (std::vector<std::string>{"1.0", "8", "400", "public key not allowed", "", ""}));
+    reply = ZapHandler::answer(
+        {"1.0", "8", "ex2d", "10.1.2.3", "", "CURVE", binary_key(stranger.public_key)}, allowed,
+        accepted, key);
+    EXPECT_EQ(reply,
+              (std::vector<std::string>{"1.0", "8", "400", "public key not allowed", "", ""}));
     EXPECT_FALSE(accepted);
     EXPECT_EQ(key, stranger.public_key);
 
-    reply = ZapHandler::answer({"1.0", "9", "ex2d", "10.1.2.3", "", "NULL"}, allowed, accepted, key);
+    reply =
+        ZapHandler::answer({"1.0", "9", "ex2d", "10.1.2.3", "", "NULL"}, allowed, accepted, key);
     EXPECT_EQ(reply[2], "400");
     EXPECT_FALSE(accepted);
-    reply = ZapHandler::answer({"1.0", "10", "ex2d", "10.1.2.3", "", "PLAIN", "user", "pass"}, allowed,
-                               accepted, key);
+    reply = ZapHandler::answer({"1.0", "10", "ex2d", "10.1.2.3", "", "PLAIN", "user", "pass"},
+                               allowed, accepted, key);
     EXPECT_EQ(reply[2], "400");
-    reply = ZapHandler::answer({"1.0", "11", "ex2d", "", "", "CURVE", "short"}, allowed, accepted, key);
+    reply =
+        ZapHandler::answer({"1.0", "11", "ex2d", "", "", "CURVE", "short"}, allowed, accepted, key);
     EXPECT_EQ(reply[2], "400");
     EXPECT_FALSE(accepted);
     reply = ZapHandler::answer({"2.0", "12", "ex2d", "", "", "CURVE", binary_key(known.public_key)},
@@ -229,9 +237,8 @@ TEST(CurveSockets, AllowedKeyDeliversUnknownKeyIsRefusedAndCounted)
     HandshakeMonitor rogue_watch(client_context, rogue_socket, "reader", &rogue_metrics);
     rogue_socket.connect(endpoint);
     ASSERT_TRUE(rogue_socket.send(zmq::str_buffer("from-rogue"), zmq::send_flags::dontwait));
-    ASSERT_TRUE(eventually(10, [&] {
-        return server_metrics.zap_requests("refused").Value() >= 1;
-    })) << server_metrics.serialize();
+    ASSERT_TRUE(eventually(10, [&] { return server_metrics.zap_requests("refused").Value() >= 1; }))
+        << server_metrics.serialize();
     // The client learns that it was refused.
     ASSERT_TRUE(eventually(10, [&] {
         rogue_watch.poll();
@@ -264,7 +271,8 @@ TEST(CurveSockets, AllowedKeyDeliversUnknownKeyIsRefusedAndCounted)
     EXPECT_EQ(server_metrics.zap_requests("accepted").Value(), 1);
     const std::string exposition = server_metrics.serialize();
     EXPECT_NE(exposition.find("ex2d_zap_requests_total{role=\"reader\",result=\"refused\"}"),
-              std::string::npos) << exposition;
+              std::string::npos)
+        << exposition;
     rogue_socket.close();
     good_socket.close();
     router.close();
@@ -322,18 +330,21 @@ TEST(CurvePolicy, PlaintextGuardAndRequiredKeys)
     EXPECT_TRUE(none.prepare_connect(socket, "tcp://127.0.0.1:4000", "", &reason).is_ok());
     EXPECT_FALSE(none.prepare_connect(socket, "tcp://10.0.0.5:4000", "", &reason).is_ok());
     EXPECT_EQ(reason, "plaintext_peer");
-    EXPECT_FALSE(none.prepare_connect(socket, "tcp://10.0.0.5:4000", server.public_key, &reason).is_ok());
+    EXPECT_FALSE(
+        none.prepare_connect(socket, "tcp://10.0.0.5:4000", server.public_key, &reason).is_ok());
     EXPECT_EQ(reason, "curve_required");
     EXPECT_TRUE(none.prepare_connect(socket, "ipc:///tmp/r.sock", "", &reason).is_ok());
 
     SocketSecurity worker(keys, {{server.public_key, "reader-1"}}, false, &metrics);
-    EXPECT_TRUE(worker.prepare_connect(socket, "tcp://10.0.0.5:4000", server.public_key, &reason).is_ok());
+    EXPECT_TRUE(
+        worker.prepare_connect(socket, "tcp://10.0.0.5:4000", server.public_key, &reason).is_ok());
     EXPECT_EQ(socket.get(zmq::sockopt::mechanism), ZMQ_CURVE);
     EXPECT_TRUE(worker.prepare_connect(socket, "ipc:///tmp/r.sock", "", &reason).is_ok());
     EXPECT_EQ(socket.get(zmq::sockopt::mechanism), ZMQ_NULL);
     EXPECT_FALSE(worker.prepare_connect(socket, "tcp://127.0.0.1:4000", "", &reason).is_ok());
     EXPECT_EQ(reason, "plaintext_peer");  // keys configured: CURVE required, even on loopback
-    EXPECT_FALSE(worker.prepare_connect(socket, "tcp://10.0.0.5:4000", other.public_key, &reason).is_ok());
+    EXPECT_FALSE(
+        worker.prepare_connect(socket, "tcp://10.0.0.5:4000", other.public_key, &reason).is_ok());
     EXPECT_EQ(reason, "untrusted_key");
     EXPECT_FALSE(worker.prepare_connect(socket, "tcp://10.0.0.5:4000", "short", &reason).is_ok());
     EXPECT_EQ(reason, "bad_key");

@@ -27,8 +27,10 @@ TEST(FrameOptions, WavelengthWithTrailingGarbageIsRefused)
         const auto out = options_from_json(R"({"wavelength": ")" + w + R"("})");
         ASSERT_FALSE(out.is_ok()) << w;
         EXPECT_EQ(out.status().code(), StatusCode::format_error);
-        EXPECT_EQ(out.status().message(), "options: wavelength must be 'wmin,wmax,dw' with "
-                                          "wmax > wmin and dw > 0, got '" + w + "'");
+        EXPECT_EQ(out.status().message(),
+                  "options: wavelength must be 'wmin,wmax,dw' with "
+                  "wmax > wmin and dw > 0, got '" +
+                      w + "'");
     }
 }
 

@@ -102,9 +102,9 @@ TEST(HttpServerTest, StatusCodesAndContentLength)
     EXPECT_EQ(reply.headers["Allow"], "GET");
     EXPECT_EQ(raw_request(server.port(), "garbage\r\n\r\n").status, 400);
     // civetweb refuses a request head over 8 KiB, and one not complete within 1 s, with 400.
-    EXPECT_EQ(raw_request(server.port(), "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n")
-                  .status,
-              400);
+    EXPECT_EQ(
+        raw_request(server.port(), "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n").status,
+        400);
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(raw_request(server.port(), "GET /healthz HTTP/1.1\r\n").status, 400);
     EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
@@ -198,12 +198,10 @@ TEST(MetricsTest, ExpositionFollowsTheConventions)
     EXPECT_EQ(e.type.at("ex2d_queue_depth"), "gauge");
     EXPECT_EQ(e.samples.at("ex2d_frames_total{role=\"worker\",state=\"written\"}"), 3);
     EXPECT_EQ(e.samples.at("ex2d_frames_total{role=\"worker\",state=\"failed\"}"), 1);
-    EXPECT_EQ(e.samples.at(
-                  "ex2d_stage_seconds_bucket{role=\"worker\",stage=\"extract\",le=\"0.3\"}"),
-              1);
-    EXPECT_EQ(e.samples.at(
-                  "ex2d_stage_seconds_bucket{role=\"worker\",stage=\"extract\",le=\"100\"}"),
-              2);
+    EXPECT_EQ(
+        e.samples.at("ex2d_stage_seconds_bucket{role=\"worker\",stage=\"extract\",le=\"0.3\"}"), 1);
+    EXPECT_EQ(
+        e.samples.at("ex2d_stage_seconds_bucket{role=\"worker\",stage=\"extract\",le=\"100\"}"), 2);
     EXPECT_EQ(e.samples.at("ex2d_stage_seconds_count{role=\"worker\",stage=\"extract\"}"), 2);
     EXPECT_EQ(e.samples.at("ex2d_bytes_total{role=\"worker\",direction=\"received\"}"), 1024);
     EXPECT_EQ(e.samples.at("ex2d_queue_depth{role=\"worker\",lane=\"default\"}"), 17);
@@ -226,7 +224,8 @@ TEST(MetricsTest, LabelledMetricsAreOnePerLabelAndThreadSafe)
     metrics.stage_seconds("decode").Observe(2);
     const std::string text = metrics.serialize();
     EXPECT_NE(text.find("ex2d_stage_seconds_count{role=\"reader\",stage=\"decode\"} 2"),
-              std::string::npos) << text;
+              std::string::npos)
+        << text;
     std::vector<std::thread> threads;
     for (int t = 0; t < 8; ++t) {
         threads.emplace_back([&metrics] {
@@ -308,10 +307,9 @@ int run(std::vector<std::string> args, const ex2d::service::ServiceFactory& fact
 TEST(HttpLifecycleTest, RunServiceStartsStepsAndDrains)
 {
     ProbeService::Record record;
-    const int code = run({"--service.drain_timeout_s=2", "--service.name=probe"},
-                         [&record](ServiceContext& ctx) {
-                             return std::make_unique<ProbeService>(ctx, record);
-                         });
+    const int code =
+        run({"--service.drain_timeout_s=2", "--service.name=probe"},
+            [&record](ServiceContext& ctx) { return std::make_unique<ProbeService>(ctx, record); });
     EXPECT_EQ(code, 0);
     EXPECT_EQ(record.steps, 1);
     EXPECT_EQ(record.codes, (std::vector<int>{503, 200, 200, 200, 503, 0}));

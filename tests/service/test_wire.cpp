@@ -288,10 +288,9 @@ TEST(Wire, EveryRejectionReason)
               "malformed");
     EXPECT_EQ(resealed([](MessageHeader& h) { std::memset(h.job_id, 'a', sizeof(h.job_id)); }),
               "malformed");
-    EXPECT_EQ(resealed([](MessageHeader& h) {
-                  std::memset(h.stream_id, '1', sizeof(h.stream_id));
-              }),
-              "malformed");
+    EXPECT_EQ(
+        resealed([](MessageHeader& h) { std::memset(h.stream_id, '1', sizeof(h.stream_id)); }),
+        "malformed");
 }
 
 /// Random damage to a valid message; decode must reject it or return a consistent message.
@@ -317,21 +316,30 @@ TEST(Wire, FuzzNeverCrashesAndOnlyAcceptsConsistentMessages)
         for (std::size_t m = 0; m < mutations && !bytes.empty(); ++m) {
             std::string& part = bytes[below(bytes.size())];
             switch (below(7)) {
-            case 0:  // byte flips, favouring the header where the fields are
-            case 1: {
-                std::string& target = below(2) == 0 ? bytes[0] : part;
-                for (std::size_t k = 1 + below(4); k > 0 && !target.empty(); --k) {
-                    target[below(target.size())] ^= char(1 + below(255));
+                case 0:  // byte flips, favouring the header where the fields are
+                case 1: {
+                    std::string& target = below(2) == 0 ? bytes[0] : part;
+                    for (std::size_t k = 1 + below(4); k > 0 && !target.empty(); --k) {
+                        target[below(target.size())] ^= char(1 + below(255));
+                    }
+                    break;
                 }
-                break;
-            }
-            case 2: part.resize(part.empty() ? 0 : below(part.size())); break;
-            case 3: part += garbage(1 + below(64)); break;
-            case 4: bytes.resize(below(bytes.size() + 3), garbage(below(40))); break;
-            case 5: bytes.insert(bytes.begin() + long(below(bytes.size() + 1)),
+                case 2:
+                    part.resize(part.empty() ? 0 : below(part.size()));
+                    break;
+                case 3:
+                    part += garbage(1 + below(64));
+                    break;
+                case 4:
+                    bytes.resize(below(bytes.size() + 3), garbage(below(40)));
+                    break;
+                case 5:
+                    bytes.insert(bytes.begin() + long(below(bytes.size() + 1)),
                                  garbage(below(2) == 0 ? 512 : below(600)));
-                break;
-            default: bytes.erase(bytes.begin() + long(below(bytes.size()))); break;
+                    break;
+                default:
+                    bytes.erase(bytes.begin() + long(below(bytes.size())));
+                    break;
             }
         }
         if (!bytes.empty() && bytes[0].size() == sizeof(MessageHeader)) {
@@ -392,14 +400,14 @@ TEST(Wire, ChecksumKnownValuesAndHex)
 TEST(Wire, FileChecksumsStreamAcrossBlocks)
 {
     // Sizes below, at and across the 1 MiB read block.
-    for (const std::size_t size : {std::size_t(0), std::size_t(1000), std::size_t(1) << 20,
-                                   (std::size_t(5) << 19) + 17}) {
+    for (const std::size_t size :
+         {std::size_t(0), std::size_t(1000), std::size_t(1) << 20, (std::size_t(5) << 19) + 17}) {
         std::string content(size, '\0');
         for (std::size_t k = 0; k < size; ++k) {
             content[k] = char((k * 2654435761U) >> 13);
         }
-        const std::string path = ::testing::TempDir() + "ex2d_wire_checksum_" +
-                                 std::to_string(size) + ".bin";
+        const std::string path =
+            ::testing::TempDir() + "ex2d_wire_checksum_" + std::to_string(size) + ".bin";
         std::ofstream(path, std::ios::binary).write(content.data(), long(content.size()));
         const XXH128_hash_t expected = XXH3_128bits(content.data(), content.size());
         EXPECT_EQ(file_checksum128(path), hex64(expected.high64) + hex64(expected.low64));

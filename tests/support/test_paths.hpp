@@ -39,8 +39,8 @@ private:
 }  // namespace ex2d::test
 
 /// Skips the current test when the real DESI PSF `name` is not available.
-#define EX2D_REQUIRE_SHARED_PSF(var, name)                                                   \
+#define EX2D_REQUIRE_SHARED_PSF(var, name)                                                  \
     const std::string var = ::ex2d::test::shared_psf(name);                                 \
-    if (var.empty()) {                                                                       \
+    if (var.empty()) {                                                                      \
         GTEST_SKIP() << "../shared/data/" << (name) << " not found: real-PSF test skipped"; \
     }

@@ -88,8 +88,8 @@ TEST(FitsHeader, SetReplacesInPlaceAndAppendsNewKeys)
 TEST(FitsHeader, DoublesRoundTripExactly)
 {
     ex2d::FitsHeader h;
-    const double values[] = {5543.0, 7620.000000000423, 1e-15, -0.09100032995670529, 1e300,
-                             0.1 + 0.2, 2147483648.0};
+    const double values[] = {5543.0, 7620.000000000423, 1e-15,       -0.09100032995670529,
+                             1e300,  0.1 + 0.2,         2147483648.0};
     for (double v : values) {
         h.set_double("X", v);
         ASSERT_EQ(h.cards.size(), 1u);

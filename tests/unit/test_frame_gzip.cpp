@@ -45,7 +45,8 @@ ex2d::ExtractedFrame noisy_frame(int nspec = kNspec)
         fr.mask.push_back(i % 501 == 0 ? 1u : 0u);
         fr.chi2pix.push_back(normal(rng) * normal(rng));
     }
-    for (int i = 0; i < nspec * kNdiag * kNwave; ++i) fr.resolution.push_back(0.1 * std::abs(normal(rng)));
+    for (int i = 0; i < nspec * kNdiag * kNwave; ++i)
+        fr.resolution.push_back(0.1 * std::abs(normal(rng)));
     fr.flux[17] = std::nan("");
     fr.chi2pix[18] = std::numeric_limits<double>::infinity();
     return fr;
@@ -62,10 +63,12 @@ std::vector<double> as_float32(const std::vector<double>& v)
 /// Equal element by element, NaN equal to NaN.
 ::testing::AssertionResult same_values(const std::vector<double>& a, const std::vector<double>& b)
 {
-    if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes " << a.size() << " and " << b.size();
+    if (a.size() != b.size())
+        return ::testing::AssertionFailure() << "sizes " << a.size() << " and " << b.size();
     for (size_t i = 0; i < a.size(); ++i) {
         if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) {
-            return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " and " << b[i];
+            return ::testing::AssertionFailure()
+                   << "element " << i << ": " << a[i] << " and " << b[i];
         }
     }
     return ::testing::AssertionSuccess();

@@ -155,8 +155,8 @@ TEST(FrameIo, LayoutMatchesDesispec)
 
     FitsReader r(path);
     ASSERT_EQ(r.num_hdus(), 8);
-    const char* names[] = {"FLUX", "IVAR", "MASK", "WAVELENGTH", "RESOLUTION", "FIBERMAP",
-                           "CHI2PIX", "SCORES"};
+    const char* names[] = {"FLUX",       "IVAR",     "MASK",    "WAVELENGTH",
+                           "RESOLUTION", "FIBERMAP", "CHI2PIX", "SCORES"};
     const double bitpix[] = {-32, -32, 32, -64, -32, 8, -32, 8};
     for (int h = 1; h <= 8; ++h) {
         SCOPED_TRACE(names[h - 1]);
@@ -284,9 +284,9 @@ TEST(FrameIo, ReadFrameRoundTrip)
     auto r = ex2d::read_frame(path);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const ex2d::FrameFile& f = r.value();
-    EXPECT_EQ(f.hdu_names, (std::vector<std::string>{"FLUX", "IVAR", "MASK", "WAVELENGTH",
-                                                     "RESOLUTION", "FIBERMAP", "CHI2PIX",
-                                                     "SCORES"}));
+    EXPECT_EQ(f.hdu_names,
+              (std::vector<std::string>{"FLUX", "IVAR", "MASK", "WAVELENGTH", "RESOLUTION",
+                                        "FIBERMAP", "CHI2PIX", "SCORES"}));
     EXPECT_EQ(f.nspec, kNspec);
     EXPECT_EQ(f.nwave, kNwave);
     EXPECT_EQ(f.ndiag, kNdiag);
@@ -441,18 +441,20 @@ TEST(FrameIo, InputPathsAreShortenedAsDesispecDoes)
     ::setenv("DESI_SPECTRO_REDUX", "/global/cfs/cdirs/desi/spectro/redux", 1);
     ::setenv("SPECPROD", "daily", 1);
     ::setenv("DESI_SPECTRO_CALIB", "/global/cfs/cdirs/desi/spectro/desi_spectro_calib/trunk", 1);
-    EXPECT_EQ(ex2d::shorten_desi_path(
-                  "/global/cfs/cdirs/desi/spectro/redux/daily/exposures/20201220/00068979/psf-r5-00068979.fits"),
+    EXPECT_EQ(ex2d::shorten_desi_path("/global/cfs/cdirs/desi/spectro/redux/daily/exposures/"
+                                      "20201220/00068979/psf-r5-00068979.fits"),
               "SPECPROD/exposures/20201220/00068979/psf-r5-00068979.fits");
-    EXPECT_EQ(ex2d::shorten_desi_path(
-                  "/global/cfs/cdirs/desi/spectro/desi_spectro_calib/trunk/spec/sm4/psf-sm4-r.fits"),
-              "SPCALIB/spec/sm4/psf-sm4-r.fits");
+    EXPECT_EQ(
+        ex2d::shorten_desi_path(
+            "/global/cfs/cdirs/desi/spectro/desi_spectro_calib/trunk/spec/sm4/psf-sm4-r.fits"),
+        "SPCALIB/spec/sm4/psf-sm4-r.fits");
     EXPECT_EQ(ex2d::shorten_desi_path("/scratch/preproc-r5-00068979.fits"),
               "/scratch/preproc-r5-00068979.fits");
     ::setenv("DESI_SPECTRO_REDUX", "/redux/", 1);
     EXPECT_EQ(ex2d::shorten_desi_path("/redux/daily/preproc/x.fits"), "SPECPROD/preproc/x.fits");
     ::unsetenv("SPECPROD");
-    EXPECT_EQ(ex2d::shorten_desi_path("/redux/daily/preproc/x.fits"), "/redux/daily/preproc/x.fits");
+    EXPECT_EQ(ex2d::shorten_desi_path("/redux/daily/preproc/x.fits"),
+              "/redux/daily/preproc/x.fits");
     ::unsetenv("DESI_SPECTRO_REDUX");
     ::unsetenv("DESI_SPECTRO_CALIB");
 }

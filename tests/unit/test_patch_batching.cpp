@@ -31,7 +31,7 @@ protected:
 TEST_F(PatchBatching, ProductionPatchesPadToSevenSlotsOfSeventyFourWavelengths)
 {
     ASSERT_EQ(patches.size(), 4700u);
-    EXPECT_EQ(layout.nslot, 7);  // 5 kept fibres and a neighbour on each side
+    EXPECT_EQ(layout.nslot, 7);   // 5 kept fibres and a neighbour on each side
     EXPECT_EQ(layout.nwave, 74);  // 50 + 2 x 12 padding
     EXPECT_EQ(layout.ncore_fiber, 5);
     EXPECT_EQ(layout.core_wave_offset, 12);
@@ -121,17 +121,20 @@ TEST_F(PatchBatching, SlotsFollowTheLayoutAcrossFramesOfDifferentShapes)
     narrow.nwavestep = 30;
     const std::vector<PatchGeometry> narrow_patches =
         plan_patches(psf, narrow, make_wave_grids(psf, narrow), psf.npix_y, psf.npix_x);
-    const PaddedLayout narrow_layout = padded_layout(narrow_patches, psf.stamp_ny(), psf.stamp_nx());
+    const PaddedLayout narrow_layout =
+        padded_layout(narrow_patches, psf.stamp_ny(), psf.stamp_nx());
     ASSERT_FALSE(same_shape(narrow_layout, layout));
     const ChunkPlan narrow_plan = plan_chunks(narrow_patches, narrow_layout, budget, fixed, extra);
     const ChunkPlan default_plan = plan_chunks(patches, layout, budget, fixed, extra);
     ASSERT_GT(narrow_plan.max_patches, default_plan.max_patches);
 
     // First frame: nothing held yet.
-    const std::size_t held = patch_slots_after(PaddedLayout{}, 0, narrow_layout, narrow_plan, budget, extra);
+    const std::size_t held =
+        patch_slots_after(PaddedLayout{}, 0, narrow_layout, narrow_plan, budget, extra);
     EXPECT_EQ(held, narrow_plan.max_patches);
     // Second frame, default layout: its own plan, within the budget.
-    const std::size_t next = patch_slots_after(narrow_layout, held, layout, default_plan, budget, extra);
+    const std::size_t next =
+        patch_slots_after(narrow_layout, held, layout, default_plan, budget, extra);
     EXPECT_EQ(next, default_plan.max_patches);
     const std::size_t per_patch = bytes_per_patch(layout) + extra;
     EXPECT_LE(default_plan.estimated_bytes + (next - default_plan.max_patches) * per_patch, budget);

@@ -175,7 +175,8 @@ TEST(PreprocIo, ColumnRangeHoldsThoseColumnsOfEveryPlane)
     EXPECT_EQ(part.fibermap.nrows, 12);
 
     // What extraction reads: the same planes without READNOISE.
-    auto planes = ex2d::read_preproc(path, ex2d::ColumnRange{1, 4}, ex2d::PreprocPlanes::extraction);
+    auto planes =
+        ex2d::read_preproc(path, ex2d::ColumnRange{1, 4}, ex2d::PreprocPlanes::extraction);
     ASSERT_TRUE(planes.is_ok()) << planes.status().to_string();
     EXPECT_EQ(planes.value().image, part.image);
     EXPECT_EQ(planes.value().ivar, part.ivar);
@@ -422,8 +423,8 @@ struct Float32Read {
 ex2d::Result<std::optional<ex2d::PreprocFloat32>> read32(const std::string& path, Float32Read& out)
 {
     return ex2d::read_preproc_float32(
-        path, [&](const void*, std::size_t size) { out.bytes_seen += size; }, out.image, out.weights,
-        out.mask);
+        path, [&](const void*, std::size_t size) { out.bytes_seen += size; }, out.image,
+        out.weights, out.mask);
 }
 
 // The fleet's reader must send exactly what `ex2d extract` extracts: the float64 reader's

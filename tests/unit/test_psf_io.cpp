@@ -232,7 +232,8 @@ TEST(PsfIo, MissingPsfHduIsAFormatError)
     auto r = ex2d::read_psf(path);
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::format_error);
-    EXPECT_EQ(r.status().message(), path + ": no HDU named PSF (not a PSFVER 3 Gauss-Hermite PSF?)");
+    EXPECT_EQ(r.status().message(),
+              path + ": no HDU named PSF (not a PSFVER 3 Gauss-Hermite PSF?)");
 }
 
 /// Rewrites one keyword of the PSF HDU of an existing file.

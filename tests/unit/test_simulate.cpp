@@ -220,7 +220,7 @@ TEST_F(SimulateTest, HeaderAndFibermap)
     for (int i = 0; i < 500; ++i) EXPECT_EQ(fiber.value()[i], 1500 + i);
     const auto target_id = read_int_column(fibermap, "TARGETID");
     ASSERT_TRUE(target_id.is_ok()) << target_id.status().to_string();
-    EXPECT_LT(target_id.value()[0], 0);      // unlit
+    EXPECT_LT(target_id.value()[0], 0);            // unlit
     EXPECT_GT(target_id.value()[opt.specmin], 0);  // lit
     const auto petal = read_int_column(fibermap, "PETAL_LOC");
     ASSERT_TRUE(petal.is_ok()) << petal.status().to_string();

@@ -66,7 +66,8 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 {
     ASSERT_EQ(got.size(), want.size()) << what;
     for (std::size_t k = 0; k < got.size(); ++k) {
-        ASSERT_NEAR(got[k], want[k], 1e-12 * std::max(1.0, std::abs(want[k]))) << what << "[" << k << "]";
+        ASSERT_NEAR(got[k], want[k], 1e-12 * std::max(1.0, std::abs(want[k])))
+            << what << "[" << k << "]";
     }
 }
 
@@ -109,7 +110,8 @@ TEST(StandinBackend, RefusesAShorterGridAtOnce)
     const std::string& message = frame.status().message();
     EXPECT_NE(message.find(setup.path), std::string::npos) << message;
     EXPECT_NE(message.find("holds fibres 0-24 on 376 wavelengths"), std::string::npos) << message;
-    EXPECT_NE(message.find("asks for fibres 0-24 on 251 wavelengths"), std::string::npos) << message;
+    EXPECT_NE(message.find("asks for fibres 0-24 on 251 wavelengths"), std::string::npos)
+        << message;
     EXPECT_LT(elapsed, kDelay);
 }
 

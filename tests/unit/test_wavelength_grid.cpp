@@ -22,16 +22,32 @@ TEST(WavelengthGrid, ParsesThreeNumbers)
 
 TEST(WavelengthGrid, RejectsTrailingGarbageNonFiniteAndBadOrder)
 {
-    const char* bad[] = {"5760,7620,0.8abc", "1,2,3,4", "1,2,3,", "1,2", "1,,3", ",2,3", "",
-                         "a,b,c", "5760;7620;0.8", "nan,7620,0.8", "5760,inf,0.8",
-                         "5760,7620,inf", "-inf,7620,0.8", "5760,7620,nan", "7620,5760,0.8",
-                         "5760,5760,0.8", "5760,7620,0", "5760,7620,-0.8", "5760,7620,0.8 x"};
+    const char* bad[] = {"5760,7620,0.8abc",
+                         "1,2,3,4",
+                         "1,2,3,",
+                         "1,2",
+                         "1,,3",
+                         ",2,3",
+                         "",
+                         "a,b,c",
+                         "5760;7620;0.8",
+                         "nan,7620,0.8",
+                         "5760,inf,0.8",
+                         "5760,7620,inf",
+                         "-inf,7620,0.8",
+                         "5760,7620,nan",
+                         "7620,5760,0.8",
+                         "5760,5760,0.8",
+                         "5760,7620,0",
+                         "5760,7620,-0.8",
+                         "5760,7620,0.8 x"};
     for (const char* text : bad) {
         double wmin = 1, wmax = 2, dw = 3;
         const Status st = parse_wavelength_grid(text, "options: wavelength", wmin, wmax, dw);
         EXPECT_EQ(st.code(), StatusCode::invalid_argument) << text;
         EXPECT_EQ(st.message(), std::string("options: wavelength must be 'wmin,wmax,dw' with "
-                                            "wmax > wmin and dw > 0, got '") + text + "'");
+                                            "wmax > wmin and dw > 0, got '") +
+                                    text + "'");
         EXPECT_EQ(wmin, 1);  // left as they were
         EXPECT_EQ(wmax, 2);
         EXPECT_EQ(dw, 3);
@@ -44,8 +60,9 @@ TEST(WavelengthGrid, TheCommandLineOptionNamesItself)
     EXPECT_TRUE(parse_wavelength_option("", wmin, wmax, dw).is_ok());
     EXPECT_EQ(wmin, 1);
     const Status st = parse_wavelength_option("5760,7620,0.8abc", wmin, wmax, dw);
-    EXPECT_EQ(st.message(), "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
-                            "got '5760,7620,0.8abc'");
+    EXPECT_EQ(st.message(),
+              "-w/--wavelength must be 'wmin,wmax,dw' with wmax > wmin and dw > 0, "
+              "got '5760,7620,0.8abc'");
     ASSERT_TRUE(parse_wavelength_option("3600,5800,0.5", wmin, wmax, dw).is_ok());
     EXPECT_EQ(wmin, 3600.0);
     EXPECT_EQ(wmax, 5800.0);

@@ -153,7 +153,10 @@ TEST(FinalRename, AFrameOfTheSameJobIsNeverReplaced)
     const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
     const long long inode = inode_of(final_path);
     int lease_checks = 0;
-    auto placed = ex2d::writer::place_final(tmp, final_path, aside, ours, [&] { ++lease_checks; return true; });
+    auto placed = ex2d::writer::place_final(tmp, final_path, aside, ours, [&] {
+        ++lease_checks;
+        return true;
+    });
     ASSERT_TRUE(placed.is_ok()) << placed.status().to_string();
     EXPECT_EQ(placed.value(), Placement::already_there);
     EXPECT_EQ(inode_of(final_path), inode);
@@ -264,7 +267,8 @@ TEST(ResultMessage, AFloat64FluxOrMissingScoresIsRefusedNamingTheField)
     out.frame = ex2d::to_stored_frame(small_frame(3), 0.8);
     auto message = ex2d::service::encode_result(out);
     std::vector<double> wide(std::size_t(kNspec) * kNwave, 1.0);
-    message.arrays[1] = ex2d::wire::ArrayPart::from_vector(ex2d::wire::DType::f64, wide, {kNspec, kNwave});
+    message.arrays[1] =
+        ex2d::wire::ArrayPart::from_vector(ex2d::wire::DType::f64, wide, {kNspec, kNwave});
     ex2d::wire::DecodeError error;
     auto decoded = ex2d::wire::decode(ex2d::wire::encode(message), error);
     ASSERT_TRUE(decoded.has_value()) << error.detail;
@@ -279,7 +283,8 @@ TEST(ResultMessage, AFloat64FluxOrMissingScoresIsRefusedNamingTheField)
     ASSERT_TRUE(decoded.has_value()) << error.detail;
     result = ex2d::service::decode_result(*decoded);
     ASSERT_FALSE(result.is_ok());
-    EXPECT_NE(result.status().message().find("scores"), std::string::npos) << result.status().to_string();
+    EXPECT_NE(result.status().message().find("scores"), std::string::npos)
+        << result.status().to_string();
 }
 
 }  // namespace result_message

@@ -12,10 +12,10 @@
 namespace ex2d {
 
 struct PullStatistics {
-    long n = 0;                 ///< bins used: ivar > 0, mask == 0, not within ndiag/2 of the ends
+    long n = 0;  ///< bins used: ivar > 0, mask == 0, not within ndiag/2 of the ends
     double mean = 0;
     double stddev = 0;
-    double frac_beyond_5 = 0;   ///< fraction with |pull| > 5
+    double frac_beyond_5 = 0;  ///< fraction with |pull| > 5
     double max_abs = 0;
     double median_chi2pix = 0;  ///< over the same bins
     long n_masked = 0;          ///< bins of truth fibres left out for mask or ivar == 0

@@ -42,19 +42,18 @@ struct BarycentricCorrection {
 /// Bad input (non-finite values, |dec| > 90, an MJD that ERFA cannot convert) is
 /// invalid_argument, as are dates outside 1960-2100. Agrees with astropy 5.2 to < 0.01 m/s
 /// on the test cases; UT1 - UTC and polar motion, neglected, bound the error at 0.03 m/s.
-Result<BarycentricCorrection> barycentric_correction(double ra_deg, double dec_deg,
-                                                     double mjd_utc,
+Result<BarycentricCorrection> barycentric_correction(double ra_deg, double dec_deg, double mjd_utc,
                                                      const GeodeticSite& site = kpno_site);
 
 /// What desispec takes from a header for the correction (extract.py:87-134).
 struct ExposurePointing {
     double ra_deg = 0;
     double dec_deg = 0;
-    double mjd_obs = 0;   ///< exposure start (MJD-OBS, else MJD)
+    double mjd_obs = 0;  ///< exposure start (MJD-OBS, else MJD)
     double exptime_s = 0;
-    double mid_mjd = 0;   ///< mjd_obs + exptime / 2 / 86400: the time the correction is for
-    std::string source;   ///< "IMAGE" or "FIBERMAP": the header the values came from
-    std::string ra_key;   ///< the keyword RA came from, e.g. "TARGTRA"
+    double mid_mjd = 0;  ///< mjd_obs + exptime / 2 / 86400: the time the correction is for
+    std::string source;  ///< "IMAGE" or "FIBERMAP": the header the values came from
+    std::string ra_key;  ///< the keyword RA came from, e.g. "TARGTRA"
     std::string dec_key;
 };
 

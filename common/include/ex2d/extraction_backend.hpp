@@ -73,12 +73,12 @@ using ProgressCallback = std::function<void(long, long)>;
 /// What a device backend holds on its device, for benchmarks, logs and operators sharing a
 /// GPU between several workers under MPS. All zero for host backends.
 struct DeviceReport {
-    std::string device_name;          ///< e.g. "NVIDIA H100 80GB HBM3"; empty on the host
-    std::size_t held_bytes = 0;       ///< device memory held now by this backend's buffers
-    std::size_t peak_held_bytes = 0;  ///< most it has held since it was made
-    std::size_t budget_bytes = 0;     ///< the budget its batches are sized to fit
-    std::size_t held_buffers = 0;     ///< device allocations behind held_bytes
-    std::size_t device_free_bytes = 0;   ///< cudaMemGetInfo at the time of the report
+    std::string device_name;            ///< e.g. "NVIDIA H100 80GB HBM3"; empty on the host
+    std::size_t held_bytes = 0;         ///< device memory held now by this backend's buffers
+    std::size_t peak_held_bytes = 0;    ///< most it has held since it was made
+    std::size_t budget_bytes = 0;       ///< the budget its batches are sized to fit
+    std::size_t held_buffers = 0;       ///< device allocations behind held_bytes
+    std::size_t device_free_bytes = 0;  ///< cudaMemGetInfo at the time of the report
     std::size_t device_total_bytes = 0;
     /// Device seconds of each library call since the backend was made (name, seconds), so a
     /// benchmark shows where the solve and decorrelate stages go; empty on the host.

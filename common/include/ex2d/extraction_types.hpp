@@ -35,27 +35,27 @@ struct ExtractionOptions {
 /// Constants of the solve, fixed by the anchors (algorithm.md section 3) and written into
 /// the frame header.
 struct SolverConstants {
-    static constexpr double min_weight_frac = 1e-4;  ///< minweight = 1e-4 * max(fluxweight)
-    static constexpr double diag_floor = 1e-15;      ///< iCov += diag(alpha^2 + 1e-15)
-    static constexpr double eig_clip = 1e-14;        ///< eigenvalues clipped below 1e-14 * max
-    static constexpr double retry_regularize = 1e-4; ///< regularize of the single retry
+    static constexpr double min_weight_frac = 1e-4;   ///< minweight = 1e-4 * max(fluxweight)
+    static constexpr double diag_floor = 1e-15;       ///< iCov += diag(alpha^2 + 1e-15)
+    static constexpr double eig_clip = 1e-14;         ///< eigenvalues clipped below 1e-14 * max
+    static constexpr double retry_regularize = 1e-4;  ///< regularize of the single retry
 };
 
 /// One patch: the fibres solved together (core plus in-bundle neighbours), the padded
 /// wavelength range and the pixel window (already clipped to the CCD).
 struct PatchGeometry {
-    int bundle = 0;           ///< ids for logs
+    int bundle = 0;  ///< ids for logs
     int subbundle = 0;
     int wave_step = 0;
-    int fiber_begin = 0;      ///< solved fibres [fiber_begin, fiber_end), PSF fibre indices
+    int fiber_begin = 0;  ///< solved fibres [fiber_begin, fiber_end), PSF fibre indices
     int fiber_end = 0;
-    int core_fiber_begin = 0; ///< kept fibres [core_fiber_begin, core_fiber_end)
+    int core_fiber_begin = 0;  ///< kept fibres [core_fiber_begin, core_fiber_end)
     int core_fiber_end = 0;
-    int wave_begin = 0;       ///< first padded wavelength, index into the padded grid
-    int nwave = 0;            ///< padded wavelengths solved (nwavestep + 2*wavepad_eff)
-    int core_wave_offset = 0; ///< first kept wavelength relative to wave_begin (wavepad_eff)
-    int ncore_wave = 0;       ///< kept wavelengths (nwavestep, fewer at the grid's end)
-    int row_begin = 0;        ///< pixel window [row_begin,row_end) x [col_begin,col_end) on the CCD
+    int wave_begin = 0;        ///< first padded wavelength, index into the padded grid
+    int nwave = 0;             ///< padded wavelengths solved (nwavestep + 2*wavepad_eff)
+    int core_wave_offset = 0;  ///< first kept wavelength relative to wave_begin (wavepad_eff)
+    int ncore_wave = 0;        ///< kept wavelengths (nwavestep, fewer at the grid's end)
+    int row_begin = 0;  ///< pixel window [row_begin,row_end) x [col_begin,col_end) on the CCD
     int row_end = 0;
     int col_begin = 0;
     int col_end = 0;
@@ -76,11 +76,11 @@ enum class PatchStatus : std::uint8_t {
 /// units of electrons per wavelength bin (the driver converts to per Angstrom).
 struct PatchResult {
     PatchStatus status = PatchStatus::ok;
-    std::string failure;                  ///< reason when status != ok
-    std::vector<double> flux;             ///< resolution-convolved flux R f (B&S eq. 16)
-    std::vector<double> ivar;             ///< s^2 (B&S eq. 13); exactly 0 where no usable pixel
-    std::vector<double> xflux;            ///< deconvolved flux f (B&S eq. 4)
-    std::vector<double> resolution;       ///< [ncore_fiber][ndiag][ncore_wave], R[j-nd+d, j]
+    std::string failure;             ///< reason when status != ok
+    std::vector<double> flux;        ///< resolution-convolved flux R f (B&S eq. 16)
+    std::vector<double> ivar;        ///< s^2 (B&S eq. 13); exactly 0 where no usable pixel
+    std::vector<double> xflux;       ///< deconvolved flux f (B&S eq. 4)
+    std::vector<double> resolution;  ///< [ncore_fiber][ndiag][ncore_wave], R[j-nd+d, j]
     std::vector<double> chi2pix;
     std::vector<double> pixmask_fraction;
 
@@ -88,7 +88,8 @@ struct PatchResult {
     void zero_for(const PatchGeometry& patch, int ndiag)
     {
         const std::size_t n = std::size_t(patch.ncore_fiber()) * patch.ncore_wave;
-        for (std::vector<double>* v : {&flux, &ivar, &xflux, &chi2pix, &pixmask_fraction}) v->assign(n, 0.0);
+        for (std::vector<double>* v : {&flux, &ivar, &xflux, &chi2pix, &pixmask_fraction})
+            v->assign(n, 0.0);
         resolution.assign(n * ndiag, 0.0);
     }
 };
@@ -117,19 +118,19 @@ struct ExtractedFrame {
     int specmin = 0;
     int nspec = 0;
     int nwave = 0;
-    int ndiag = 11;                       ///< 2 * HSIZEY + 1
-    std::vector<double> wave;             ///< extraction grid (A), numpy.arange fill rule
-    std::vector<double> flux;             ///< electrons / A
-    std::vector<double> ivar;             ///< (electrons / A)^-2
-    std::vector<std::uint32_t> mask;      ///< specmask bits
-    LargeArray<double> resolution;        ///< [nspec][ndiag][nwave]
+    int ndiag = 11;                   ///< 2 * HSIZEY + 1
+    std::vector<double> wave;         ///< extraction grid (A), numpy.arange fill rule
+    std::vector<double> flux;         ///< electrons / A
+    std::vector<double> ivar;         ///< (electrons / A)^-2
+    std::vector<std::uint32_t> mask;  ///< specmask bits
+    LargeArray<double> resolution;    ///< [nspec][ndiag][nwave]
     std::vector<double> chi2pix;
     std::vector<double> pixmask_fraction;
-    std::vector<double> xflux;            ///< deconvolved flux, electrons per bin
-    std::vector<double> model;            ///< [ny][nx] model image (electrons); empty unless asked
+    std::vector<double> xflux;  ///< deconvolved flux, electrons per bin
+    std::vector<double> model;  ///< [ny][nx] model image (electrons); empty unless asked
     int model_ny = 0;
     int model_nx = 0;
-    double psferr = 0.01;                 ///< value used for chi2pix
+    double psferr = 0.01;  ///< value used for chi2pix
     long npatch = 0;
     long npatch_retried = 0;
     long npatch_failed = 0;

@@ -24,7 +24,8 @@ public:
     std::optional<long long> get_int(const std::string& key) const;
 
     /// Replace the card of `key` (or append one) with a string / number / integer value.
-    void set_string(const std::string& key, const std::string& value, const std::string& comment = "");
+    void set_string(const std::string& key, const std::string& value,
+                    const std::string& comment = "");
     void set_double(const std::string& key, double value, const std::string& comment = "");
     void set_int(const std::string& key, long long value, const std::string& comment = "");
     void erase(const std::string& key);

@@ -22,7 +22,8 @@ struct FitsTableBlob {
 };
 
 /// Reads one integer column (e.g. "FIBER") of the table; rows in file order.
-Result<std::vector<long long>> read_int_column(const FitsTableBlob& table, const std::string& column);
+Result<std::vector<long long>> read_int_column(const FitsTableBlob& table,
+                                               const std::string& column);
 
 /// The table HDU's header (every card, e.g. the exposure keywords a FIBERMAP carries).
 Result<FitsHeader> read_table_header(const FitsTableBlob& table);

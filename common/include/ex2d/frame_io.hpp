@@ -19,13 +19,13 @@ namespace ex2d {
 
 /// What the frame header and FIBERMAP come from.
 struct FrameProvenance {
-    FitsHeader image_header;     ///< preproc IMAGE header, copied into FLUX (must carry FLAVOR)
-    FitsTableBlob fibermap;      ///< preproc FIBERMAP; rows [specmin, specmin+nspec) are written
-    FitsHeader psf_header;       ///< PSF HDU header (its IN_PSF becomes ORIG_PSF)
-    std::string input_image;     ///< IN_IMG, shortened by shorten_desi_path
-    std::string input_psf;       ///< IN_PSF, shortened by shorten_desi_path
-    ExtractionOptions options;   ///< recorded in the header (geometry and constants)
-    bool write_scores = true;    ///< false: no SCORES HDU (desi_extract_spectra --no-scores)
+    FitsHeader image_header;    ///< preproc IMAGE header, copied into FLUX (must carry FLAVOR)
+    FitsTableBlob fibermap;     ///< preproc FIBERMAP; rows [specmin, specmin+nspec) are written
+    FitsHeader psf_header;      ///< PSF HDU header (its IN_PSF becomes ORIG_PSF)
+    std::string input_image;    ///< IN_IMG, shortened by shorten_desi_path
+    std::string input_psf;      ///< IN_PSF, shortened by shorten_desi_path
+    ExtractionOptions options;  ///< recorded in the header (geometry and constants)
+    bool write_scores = true;   ///< false: no SCORES HDU (desi_extract_spectra --no-scores)
 };
 
 /// A file path as desispec records it in headers (io.meta.shorten_filename): a path under
@@ -35,10 +35,10 @@ std::string shorten_desi_path(const std::string& path);
 
 /// desispec's RAW scores of a frame: columns of nspec values each.
 struct FrameScores {
-    char band = 'r';     ///< 'b', 'r' or 'z', from mean(wave)
-    double lo = 0;       ///< top-hat [lo, hi) in Angstrom
+    char band = 'r';  ///< 'b', 'r' or 'z', from mean(wave)
+    double lo = 0;    ///< top-hat [lo, hi) in Angstrom
     double hi = 0;
-    int nbins = 0;       ///< wavelengths inside [lo, hi); 0 means no scores can be computed
+    int nbins = 0;  ///< wavelengths inside [lo, hi); 0 means no scores can be computed
     std::vector<std::string> names;     ///< SUM_RAW_COUNT_X, MEDIAN_RAW_COUNT_X, MEDIAN_RAW_SNR_X
     std::vector<std::string> comments;  ///< TTYPE comments, as desispec writes them
     std::vector<std::vector<double>> columns;
@@ -77,7 +77,7 @@ Status write_model_image(const std::string& path, const ExtractedFrame& frame,
 
 /// A frame file read back (for tests, the benchmark and accuracy reports).
 struct FrameFile {
-    FitsHeader header;                   ///< FLUX header
+    FitsHeader header;  ///< FLUX header
     int nspec = 0;
     int nwave = 0;
     int ndiag = 0;

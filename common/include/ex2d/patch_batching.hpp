@@ -50,7 +50,10 @@ struct PatchChunk {
     std::size_t window_pixels = 0;  ///< sum of the patches' pixel windows
     int max_window_rows = 0;
     std::size_t npatch() const { return last - first; }
-    std::size_t nspot() const { return std::size_t(fiber_end - fiber_begin) * (wave_end - wave_begin); }
+    std::size_t nspot() const
+    {
+        return std::size_t(fiber_end - fiber_begin) * (wave_end - wave_begin);
+    }
 };
 
 /// A frame cut into chunks, and the largest of each buffer over the chunks, so that a

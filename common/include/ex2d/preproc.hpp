@@ -23,17 +23,17 @@ constexpr std::uint32_t kExtractMaskBits = 767;
 /// Pixel arrays are [ny][nx] row-major: index = row * nx + column (row = CCD y, wavelength).
 struct PreprocImage {
     int ny = 0;
-    int nx = 0;                         ///< columns held (the CCD's width unless a window)
-    int col_begin = 0;                  ///< first CCD column held
-    int ccd_nx = 0;                     ///< the CCD's width; 0 = nx
-    LargeArray<double> image;           ///< electrons
-    LargeArray<double> ivar;            ///< 1/electron^2, as stored (not yet masked)
-    LargeArray<std::uint32_t> mask;     ///< ccdmask bits, 0 = good
-    LargeArray<double> readnoise;       ///< electrons; empty when the file has none
-    FitsHeader header;                  ///< the IMAGE HDU header
-    FitsTableBlob fibermap;             ///< the FIBERMAP HDU; empty when absent
-    std::string source = "memory";      ///< file name, for messages
-    long n_nonfinite_masked = 0;        ///< pixels masked by the reader for NaN/Inf image or ivar
+    int nx = 0;                      ///< columns held (the CCD's width unless a window)
+    int col_begin = 0;               ///< first CCD column held
+    int ccd_nx = 0;                  ///< the CCD's width; 0 = nx
+    LargeArray<double> image;        ///< electrons
+    LargeArray<double> ivar;         ///< 1/electron^2, as stored (not yet masked)
+    LargeArray<std::uint32_t> mask;  ///< ccdmask bits, 0 = good
+    LargeArray<double> readnoise;    ///< electrons; empty when the file has none
+    FitsHeader header;               ///< the IMAGE HDU header
+    FitsTableBlob fibermap;          ///< the FIBERMAP HDU; empty when absent
+    std::string source = "memory";   ///< file name, for messages
+    long n_nonfinite_masked = 0;     ///< pixels masked by the reader for NaN/Inf image or ivar
 
     int ccd_width() const { return ccd_nx > 0 ? ccd_nx : nx; }
     /// Extraction weights: ivar where (mask & 767) == 0 and image, ivar finite, else 0.

@@ -39,12 +39,12 @@ struct GaussHermitePsf {
     /// the PSF HDU's own WAVEMIN/WAVEMAX.
     std::map<std::string, LegendreTable> params;
 
-    int hsizex = 8;   ///< spot stamp is (2*hsizey+1) rows x (2*hsizex+1) columns
+    int hsizex = 8;  ///< spot stamp is (2*hsizey+1) rows x (2*hsizex+1) columns
     int hsizey = 5;
     int ghdegx = 6;
     int ghdegy = 6;
-    int npix_x = 0;   ///< CCD columns (NPIX_X)
-    int npix_y = 0;   ///< CCD rows (NPIX_Y)
+    int npix_x = 0;  ///< CCD columns (NPIX_X)
+    int npix_y = 0;  ///< CCD rows (NPIX_Y)
     int fibermin = 0;
     double psferr = 0.01;  ///< PSFERR header value, 0.01 when absent
 
@@ -61,7 +61,10 @@ struct GaussHermitePsf {
 };
 
 /// Number of Gauss-Hermite coefficients per spot, (ghdegx+1)*(ghdegy+1).
-inline int gh_ncoef(const GaussHermitePsf& psf) { return (psf.ghdegx + 1) * (psf.ghdegy + 1); }
+inline int gh_ncoef(const GaussHermitePsf& psf)
+{
+    return (psf.ghdegx + 1) * (psf.ghdegy + 1);
+}
 
 /// Spots of a block of fibres on a wavelength grid.
 /// values[(f * nwave + w) * ny * nx + iy * nx + ix] is the stamp of fibre `fiber_begin + f`
@@ -74,10 +77,13 @@ struct SpotGrid {
     int ny = 0;
     int nx = 0;
     std::vector<double, ScratchAllocator<double>> values;  ///< [nfiber][nwave][ny][nx]
-    std::vector<int> xc;         ///< [nfiber][nwave] CCD column of stamp pixel [.,0]
-    std::vector<int> yc;         ///< [nfiber][nwave] CCD row of stamp pixel [0,.]
+    std::vector<int> xc;  ///< [nfiber][nwave] CCD column of stamp pixel [.,0]
+    std::vector<int> yc;  ///< [nfiber][nwave] CCD row of stamp pixel [0,.]
 
-    const double* stamp(int f, int w) const { return values.data() + (size_t(f) * nwave + w) * ny * nx; }
+    const double* stamp(int f, int w) const
+    {
+        return values.data() + (size_t(f) * nwave + w) * ny * nx;
+    }
     double* stamp(int f, int w) { return values.data() + (size_t(f) * nwave + w) * ny * nx; }
     int corner_x(int f, int w) const { return xc[size_t(f) * nwave + w]; }
     int corner_y(int f, int w) const { return yc[size_t(f) * nwave + w]; }

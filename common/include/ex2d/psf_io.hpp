@@ -19,7 +19,8 @@ namespace ex2d {
 Result<GaussHermitePsf> read_psf(const std::string& path);
 /// The same from a PSF file's bytes in memory (as a reader sends them to a worker); `name`
 /// stands for the file in messages.
-Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes, const std::string& name);
+Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes,
+                                       const std::string& name);
 
 /// Writes the PSF in the same layout (XTRACE primary, YTRACE, PSF table with PARAM, COEFF,
 /// LEGDEGX, LEGDEGW), atomically.

@@ -29,7 +29,9 @@ struct LargeArrayAllocator {
 
     LargeArrayAllocator() = default;
     template <class U>
-    LargeArrayAllocator(const LargeArrayAllocator<U>&) noexcept {}
+    LargeArrayAllocator(const LargeArrayAllocator<U>&) noexcept
+    {
+    }
 
     T* allocate(std::size_t n) { return static_cast<T*>(detail::allocate_scratch(n * sizeof(T))); }
     void deallocate(T* p, std::size_t n) noexcept { detail::free_scratch(p, n * sizeof(T)); }

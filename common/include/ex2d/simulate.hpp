@@ -17,23 +17,24 @@ namespace ex2d {
 
 struct SimulationOptions {
     std::uint64_t seed = 1;
-    int specmin = 0;           ///< first lit fibre
-    int nspec = 500;           ///< lit fibres; the others are dark (sky-free)
-    double wmin = 0, wmax = 0, dw = 0.8;  ///< extraction grid the truth is written on (0: PSF domain)
-    double read_noise = 3.0;   ///< electrons per pixel
-    double sky_level = 1.0;    ///< scale of sky continuum and lines
+    int specmin = 0;  ///< first lit fibre
+    int nspec = 500;  ///< lit fibres; the others are dark (sky-free)
+    double wmin = 0, wmax = 0,
+           dw = 0.8;          ///< extraction grid the truth is written on (0: PSF domain)
+    double read_noise = 3.0;  ///< electrons per pixel
+    double sky_level = 1.0;   ///< scale of sky continuum and lines
     int n_bright_stars = 3;
     int n_bad_columns = 2;
     int n_cosmics = 40;
     std::string camera = "r0";
     int expid = 1;
     int night = 20261121;
-    bool noise = true;         ///< false: noiseless image (ivar from read noise and signal)
+    bool noise = true;  ///< false: noiseless image (ivar from read noise and signal)
 };
 
 /// Photons per wavelength bin of every fibre on the extraction grid.
 struct SimulationTruth {
-    std::vector<double> wave;     ///< extraction grid (A)
+    std::vector<double> wave;  ///< extraction grid (A)
     int specmin = 0;
     int nspec = 0;
     std::vector<double> photons;  ///< [nspec][nwave], electrons per bin

@@ -17,11 +17,11 @@ namespace ex2d {
 /// Kinds of expected failure. Messages are one line and name the file and the problem.
 enum class StatusCode {
     ok = 0,
-    invalid_argument,  ///< an option or parameter out of range
-    io_error,          ///< a file cannot be opened, read or written (includes truncation)
-    format_error,      ///< a file is readable but not in the expected format (missing HDU, ...)
-    numerical_error,   ///< a computation produced no usable result
-    not_compiled,      ///< the requested backend is not part of this build
+    invalid_argument,    ///< an option or parameter out of range
+    io_error,            ///< a file cannot be opened, read or written (includes truncation)
+    format_error,        ///< a file is readable but not in the expected format (missing HDU, ...)
+    numerical_error,     ///< a computation produced no usable result
+    not_compiled,        ///< the requested backend is not part of this build
     device_unavailable,  ///< the backend is built but no usable device is present
 };
 
@@ -35,10 +35,16 @@ public:
     Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
     static Status ok() { return {}; }
-    static Status invalid(std::string msg) { return {StatusCode::invalid_argument, std::move(msg)}; }
+    static Status invalid(std::string msg)
+    {
+        return {StatusCode::invalid_argument, std::move(msg)};
+    }
     static Status io(std::string msg) { return {StatusCode::io_error, std::move(msg)}; }
     static Status format(std::string msg) { return {StatusCode::format_error, std::move(msg)}; }
-    static Status numerical(std::string msg) { return {StatusCode::numerical_error, std::move(msg)}; }
+    static Status numerical(std::string msg)
+    {
+        return {StatusCode::numerical_error, std::move(msg)};
+    }
 
     bool is_ok() const { return code_ == StatusCode::ok; }
     StatusCode code() const { return code_; }
@@ -121,12 +127,12 @@ public:
 #define EX2D_CONCAT(a, b) EX2D_CONCAT_INNER(a, b)
 
 /// Return the Status of `expr` from the enclosing function when it is not OK.
-#define EX2D_RETURN_NOT_OK(expr)                 \
-    do {                                         \
-        ::ex2d::Status ex2d_status_ = (expr);    \
-        if (!ex2d_status_.is_ok()) {             \
-            return ex2d_status_;                 \
-        }                                        \
+#define EX2D_RETURN_NOT_OK(expr)              \
+    do {                                      \
+        ::ex2d::Status ex2d_status_ = (expr); \
+        if (!ex2d_status_.is_ok()) {          \
+            return ex2d_status_;              \
+        }                                     \
     } while (false)
 
 #define EX2D_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

@@ -12,9 +12,11 @@ Result<PullStatistics> pull_statistics(const FrameFile& frame, const SimulationT
 {
     if (frame.nwave != int(truth.wave.size())) {
         return Status::invalid("frame has " + std::to_string(frame.nwave) +
-                               " wavelengths but the truth has " + std::to_string(truth.wave.size()));
+                               " wavelengths but the truth has " +
+                               std::to_string(truth.wave.size()));
     }
-    if (int(frame.fiber.size()) != frame.nspec) return Status::invalid("frame FIBERMAP size differs from NSPEC");
+    if (int(frame.fiber.size()) != frame.nspec)
+        return Status::invalid("frame FIBERMAP size differs from NSPEC");
     const int nw = frame.nwave, nd = frame.ndiag / 2;
     const std::vector<double> dwave = grid_gradient(frame.wave);
     PullStatistics st;
@@ -37,7 +39,8 @@ Result<PullStatistics> pull_statistics(const FrameFile& frame, const SimulationT
                 const int d = i - j + nd;
                 convolved += frame.resolution[(size_t(s) * frame.ndiag + d) * nw + j] * photons[j];
             }
-            const double pull = (frame.flux[k] * dwave[i] - convolved) * std::sqrt(frame.ivar[k]) / dwave[i];
+            const double pull =
+                (frame.flux[k] * dwave[i] - convolved) * std::sqrt(frame.ivar[k]) / dwave[i];
             sum += pull;
             sum2 += pull * pull;
             beyond += std::abs(pull) > 5;

@@ -12,8 +12,8 @@ namespace ex2d {
 
 namespace {
 
-constexpr double kMjdZero = 2400000.5;           // JD of MJD 0 (ERFA two-part dates)
-constexpr double kSpeedOfLight = 299792458.0;    // m/s
+constexpr double kMjdZero = 2400000.5;         // JD of MJD 0 (ERFA two-part dates)
+constexpr double kSpeedOfLight = 299792458.0;  // m/s
 constexpr double kAuPerDayToMs = ERFA_DAU / ERFA_DAYSEC;
 // Dates accepted: UTC exists from 1960 (eraDat only flags earlier years as "dubious" and
 // returns 0 s), and eraEpv00 is fitted for 1900-2100.
@@ -34,7 +34,10 @@ constexpr double kGmEarth = 3.986004e14;
 
 using Vec3 = double[3];
 
-double dot(const Vec3 a, const Vec3 b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+double dot(const Vec3 a, const Vec3 b)
+{
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
 
 double distance(const Vec3 a, const Vec3 b)
 {
@@ -99,7 +102,7 @@ Status site_gcrs_posvel(const GeodeticSite& site, const Times& t, const std::str
     eraC2tcio(rc2i, eraEra00(t.ut1_1, t.ut1_2), rpom, rc2t);
     eraTrxp(rc2t, itrs, pos);
     double omega[3] = {rc2i[2][0] * kOmegaEarth, rc2i[2][1] * kOmegaEarth,
-                      rc2i[2][2] * kOmegaEarth};
+                       rc2i[2][2] * kOmegaEarth};
     eraPxp(omega, pos, vel);
     return Status::ok();
 }
@@ -143,8 +146,8 @@ std::optional<double> first_number(const FitsHeader& h, const char* const* keys,
 
 }  // namespace
 
-Result<BarycentricCorrection> barycentric_correction(double ra_deg, double dec_deg,
-                                                     double mjd_utc, const GeodeticSite& site)
+Result<BarycentricCorrection> barycentric_correction(double ra_deg, double dec_deg, double mjd_utc,
+                                                     const GeodeticSite& site)
 {
     const std::string what = describe(ra_deg, dec_deg, mjd_utc);
     if (!std::isfinite(ra_deg) || !std::isfinite(dec_deg) || !std::isfinite(mjd_utc)) {
@@ -226,8 +229,9 @@ Result<BarycentricCorrection> exposure_barycentric_correction(const FitsHeader& 
     FitsHeader fibermap_header;
     if (!(image_header.has("RA") || image_header.has("TARGTRA"))) {
         if (fibermap.empty()) {
-            return Status::format("barycentric correction: the IMAGE header has no RA/TARGTRA "
-                                  "and there is no FIBERMAP");
+            return Status::format(
+                "barycentric correction: the IMAGE header has no RA/TARGTRA "
+                "and there is no FIBERMAP");
         }
         auto h = read_table_header(fibermap);
         if (!h.is_ok()) return h.status();

@@ -92,7 +92,8 @@ void apply_mask_rules(ExtractedFrame& frame)
         per_wave[j] = median(buf);
     }
     for (int s = 0; s < ns; ++s) {
-        buf.assign(frame.chi2pix.begin() + size_t(s) * nw, frame.chi2pix.begin() + size_t(s + 1) * nw);
+        buf.assign(frame.chi2pix.begin() + size_t(s) * nw,
+                   frame.chi2pix.begin() + size_t(s + 1) * nw);
         per_fiber[s] = median(buf);
     }
     for (int s = 0; s < ns; ++s) {
@@ -102,7 +103,8 @@ void apply_mask_rules(ExtractedFrame& frame)
             if (pmf > 0.5) frame.mask[k] |= specmask::somebadpix;
             if (pmf == 1.0) frame.mask[k] |= specmask::allbadpix;
             const double chi2 = frame.chi2pix[k];
-            if (chi2 > 5 * per_wave[j] && chi2 > 5 * per_fiber[s]) frame.mask[k] |= specmask::bad2dfit;
+            if (chi2 > 5 * per_wave[j] && chi2 > 5 * per_fiber[s])
+                frame.mask[k] |= specmask::bad2dfit;
         }
     }
 }
@@ -183,16 +185,17 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
         const PatchResult& r = results[i];
         if (r.status != PatchStatus::ok) {
             (r.status == PatchStatus::failed ? frame.npatch_failed : frame.npatch_retried)++;
-            logger()->warn("patch {} bundle={} subbundle={} wave_step={} fibers={}-{} rows={}-{}: {}",
-                           r.status == PatchStatus::failed ? "failed, zeroed and masked" : "retried",
-                           p.bundle, p.subbundle, p.wave_step, p.core_fiber_begin,
-                           p.core_fiber_end - 1, p.row_begin, p.row_end, r.failure);
+            logger()->warn(
+                "patch {} bundle={} subbundle={} wave_step={} fibers={}-{} rows={}-{}: {}",
+                r.status == PatchStatus::failed ? "failed, zeroed and masked" : "retried", p.bundle,
+                p.subbundle, p.wave_step, p.core_fiber_begin, p.core_fiber_end - 1, p.row_begin,
+                p.row_end, r.failure);
         }
         stitch_patch(p, r, opt, frame);
     }
     if (opt.want_model) {
-        const ModelRequest request{&psf, &grids.wave, &frame.xflux, opt.specmin, opt.nspec,
-                                   opt.bundlesize, image.ny, image.nx};
+        const ModelRequest request{&psf,      &grids.wave,    &frame.xflux, opt.specmin,
+                                   opt.nspec, opt.bundlesize, image.ny,     image.nx};
         if (backend.model_image(request, frame.model, frame.stage_times)) {
             frame.model_ny = image.ny;
             frame.model_nx = image.nx;

@@ -51,8 +51,8 @@ WaveGrids make_wave_grids(const GaussHermitePsf& psf, const ExtractionOptions& o
     grids.padded.resize(npadded);
     for (long p = 0; p < npadded; ++p) {
         const long i = p - grids.pad;
-        grids.padded[p] = (i >= 0 && i < long(grids.wave.size())) ? grids.wave[i]
-                                                                  : wmin + double(i) * delta;
+        grids.padded[p] =
+            (i >= 0 && i < long(grids.wave.size())) ? grids.wave[i] : wmin + double(i) * delta;
     }
     return grids;
 }
@@ -67,7 +67,8 @@ Status check_options(const ExtractionOptions& opt, int psf_nspec)
         why << "bundlesize " << opt.bundlesize << " is not a multiple of nsubbundles "
             << opt.nsubbundles;
     } else if (opt.nspec <= 0 || opt.nspec % opt.bundlesize != 0) {
-        why << "nspec " << opt.nspec << " is not a positive multiple of bundlesize " << opt.bundlesize;
+        why << "nspec " << opt.nspec << " is not a positive multiple of bundlesize "
+            << opt.bundlesize;
     } else if (opt.specmin < 0 || opt.specmin % opt.bundlesize != 0) {
         why << "specmin " << opt.specmin << " is not on a bundle boundary (bundlesize "
             << opt.bundlesize << ")";
@@ -114,7 +115,8 @@ std::vector<PatchGeometry> plan_patches(const GaussHermitePsf& psf, const Extrac
     for (int bstart = opt.specmin; bstart < opt.specmin + opt.nspec; bstart += opt.bundlesize) {
         const int bend = bstart + opt.bundlesize;
         std::vector<std::vector<int>> xc(opt.bundlesize), yc(opt.bundlesize);
-        for (int f = 0; f < opt.bundlesize; ++f) evaluate_corners(psf, bstart + f, grids.padded, xc[f], yc[f]);
+        for (int f = 0; f < opt.bundlesize; ++f)
+            evaluate_corners(psf, bstart + f, grids.padded, xc[f], yc[f]);
         for (int sub = 0; sub < opt.nsubbundles; ++sub) {
             const int core_begin = bstart + sub * per_sub;
             const int core_end = core_begin + per_sub;
@@ -151,7 +153,8 @@ std::vector<PatchGeometry> plan_patches(const GaussHermitePsf& psf, const Extrac
                 }
                 // rows: the core's rows plus a fraction pixpad_frac of the padding rows
                 const int row_begin = ypadmin + int((ymin - ypadmin) * (1.0 - opt.pixpad_frac));
-                const int row_end = ypadmin + int((ymax - ypadmin) + (ypadmax - ymax) * opt.pixpad_frac);
+                const int row_end =
+                    ypadmin + int((ymax - ypadmin) + (ypadmax - ymax) * opt.pixpad_frac);
                 p.row_begin = std::clamp(row_begin, 0, ccd_ny);
                 p.row_end = std::clamp(row_end, 0, ccd_ny);
                 p.col_begin = std::clamp(xmin, 0, ccd_nx);

@@ -101,8 +101,8 @@ Status check_extraction_inputs(const PreprocImage& image, const FitsTableBlob& f
                               " is for a " + std::to_string(psf.npix_x) + " x " +
                               std::to_string(psf.npix_y) + " CCD");
     }
-    EX2D_RETURN_NOT_OK(check_psf_camera(image.header.get_string("CAMERA").value_or(""),
-                                        names.image, psf, names.psf));
+    EX2D_RETURN_NOT_OK(check_psf_camera(image.header.get_string("CAMERA").value_or(""), names.image,
+                                        psf, names.psf));
     EX2D_RETURN_NOT_OK(check_flavor(image.header, names));
     const long needed = long(opt.specmin) + opt.nspec;
     if (!fibermap.empty() && fibermap.nrows < needed) {

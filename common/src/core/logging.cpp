@@ -43,7 +43,10 @@ ProgressBar::ProgressBar(std::string label, long total) : impl_(std::make_unique
     impl_->terminal = ::isatty(STDERR_FILENO) != 0;
 }
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar()
+{
+    finish();
+}
 
 void ProgressBar::update(long done)
 {

@@ -20,8 +20,9 @@ struct ChunkAccumulator {
         const int rows = p.row_end - p.row_begin;
         const std::size_t pixels = std::size_t(rows) * (p.col_end - p.col_begin);
         if (empty) {
-            chunk = PatchChunk{index, index, p.fiber_begin, p.fiber_end, p.wave_begin,
-                               p.wave_begin + p.nwave, 0, 0};
+            chunk = PatchChunk{
+                index, index, p.fiber_begin, p.fiber_end, p.wave_begin, p.wave_begin + p.nwave,
+                0,     0};
             empty = false;
         }
         chunk.last = index + 1;
@@ -67,8 +68,10 @@ PaddedLayout padded_layout(const std::vector<PatchGeometry>& patches, int stamp_
     for (const PatchGeometry& p : patches) {
         if (p.nwave != layout.nwave || p.ncore_fiber() != layout.ncore_fiber ||
             p.core_wave_offset != layout.core_wave_offset) {
-            throw Error("padded_layout: patches differ in nwave, ncore_fiber or core_wave_offset "
-                        "(bundle " + std::to_string(p.bundle) + ")");
+            throw Error(
+                "padded_layout: patches differ in nwave, ncore_fiber or core_wave_offset "
+                "(bundle " +
+                std::to_string(p.bundle) + ")");
         }
         layout.nslot = std::max(layout.nslot, p.nfiber());
         layout.ncore_wave = std::max(layout.ncore_wave, p.ncore_wave);
@@ -80,14 +83,14 @@ std::size_t bytes_per_patch(const PaddedLayout& layout)
 {
     const std::size_t n = layout.nunknown(), nw = layout.nwave, nc = layout.ncore_fiber;
     const std::size_t kept = nc * layout.ncore_wave;
-    const std::size_t doubles = n * n                        // iCov, factored in place
-                                + n * nc * nw                // Z = L^-1 E
-                                + 2 * nc * nw * nw           // C blocks / eigenvectors, Q
-                                + nc * nw + nc               // eigenvalues, Frobenius norms
-                                + 4 * n                      // y, xflux, fluxweight, pixmask
+    const std::size_t doubles = n * n                           // iCov, factored in place
+                                + n * nc * nw                   // Z = L^-1 E
+                                + 2 * nc * nw * nw              // C blocks / eigenvectors, Q
+                                + nc * nw + nc                  // eigenvalues, Frobenius norms
+                                + 4 * n                         // y, xflux, fluxweight, pixmask
                                 + kept * (5 + layout.ndiag());  // kept outputs
-    const std::size_t other = 128       // patch descriptor
-                              + 3 * 8   // pointer arrays for the batched calls
+    const std::size_t other = 128                               // patch descriptor
+                              + 3 * 8            // pointer arrays for the batched calls
                               + 4 * 4 + nc * 4;  // info words and flags
     return doubles * sizeof(double) + other;
 }
@@ -169,7 +172,8 @@ std::size_t patch_slots_after(const PaddedLayout& held_layout, std::size_t held_
 {
     if (!same_shape(held_layout, layout) || held_slots <= plan.max_patches) return plan.max_patches;
     const std::size_t per_patch = bytes_per_patch(layout) + extra_bytes_per_patch;
-    const std::size_t kept_bytes = plan.estimated_bytes + (held_slots - plan.max_patches) * per_patch;
+    const std::size_t kept_bytes =
+        plan.estimated_bytes + (held_slots - plan.max_patches) * per_patch;
     return kept_bytes <= budget_bytes ? held_slots : plan.max_patches;
 }
 

@@ -69,7 +69,8 @@ void pixel_integrals(double center, double sigma, int n, int degree, double* out
         // probabilists' Hermite He_k(t), k = 0..degree-1
         hermite[0] = 1.0;
         if (degree > 1) hermite[1] = t[i];
-        for (int k = 1; k + 1 < degree; ++k) hermite[k + 1] = t[i] * hermite[k] - k * hermite[k - 1];
+        for (int k = 1; k + 1 < degree; ++k)
+            hermite[k + 1] = t[i] * hermite[k] - k * hermite[k - 1];
         if (i > 0) {
             const int m = i - 1;
             out[m] = 0.5 * (erf_t[i] - erf_t[i - 1]);
@@ -159,13 +160,15 @@ void check_stamp_limits(const GaussHermitePsf& psf)
 
 double LegendreTable::eval(int fiber, double wave) const
 {
-    return legendre_sum(coef.data() + size_t(fiber) * ncoef, ncoef, reduced_wavelength(*this, wave));
+    return legendre_sum(coef.data() + size_t(fiber) * ncoef, ncoef,
+                        reduced_wavelength(*this, wave));
 }
 
 void LegendreTable::eval_many(int fiber, const double* waves, int nwave, double* out) const
 {
     const double* c = coef.data() + size_t(fiber) * ncoef;
-    for (int w = 0; w < nwave; ++w) out[w] = legendre_sum(c, ncoef, reduced_wavelength(*this, waves[w]));
+    for (int w = 0; w < nwave; ++w)
+        out[w] = legendre_sum(c, ncoef, reduced_wavelength(*this, waves[w]));
 }
 
 const LegendreTable& GaussHermitePsf::param(const std::string& name) const
@@ -195,7 +198,8 @@ Status GaussHermitePsf::validate() const
         if (it->second.nfiber != xtrace.nfiber || it->second.ncoef <= 0) {
             return bad("PSF row " + name + " does not match the traces' fibre count");
         }
-        if (!(it->second.wavemax > it->second.wavemin)) return bad("bad WAVEMIN/WAVEMAX of PSF HDU");
+        if (!(it->second.wavemax > it->second.wavemin))
+            return bad("bad WAVEMIN/WAVEMAX of PSF HDU");
     }
     for (const LegendreTable* t : {&xtrace, &ytrace}) {
         if (!(t->wavemax > t->wavemin)) return bad("bad WAVEMIN/WAVEMAX of a trace HDU");
@@ -211,7 +215,10 @@ Status GaussHermitePsf::validate() const
     return Status::ok();
 }
 
-int stamp_corner(double center, int hsize) { return int(std::floor(center - hsize + 0.5)); }
+int stamp_corner(double center, int hsize)
+{
+    return int(std::floor(center - hsize + 0.5));
+}
 
 SpotGrid evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
                         const std::vector<double>& waves, int nthreads)

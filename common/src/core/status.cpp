@@ -6,13 +6,20 @@ namespace ex2d {
 const char* to_string(StatusCode code)
 {
     switch (code) {
-    case StatusCode::ok: return "ok";
-    case StatusCode::invalid_argument: return "invalid argument";
-    case StatusCode::io_error: return "I/O error";
-    case StatusCode::format_error: return "format error";
-    case StatusCode::numerical_error: return "numerical error";
-    case StatusCode::not_compiled: return "not compiled";
-    case StatusCode::device_unavailable: return "device unavailable";
+        case StatusCode::ok:
+            return "ok";
+        case StatusCode::invalid_argument:
+            return "invalid argument";
+        case StatusCode::io_error:
+            return "I/O error";
+        case StatusCode::format_error:
+            return "format error";
+        case StatusCode::numerical_error:
+            return "numerical error";
+        case StatusCode::not_compiled:
+            return "not compiled";
+        case StatusCode::device_unavailable:
+            return "device unavailable";
     }
     return "unknown";
 }

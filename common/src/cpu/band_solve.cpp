@@ -39,7 +39,8 @@ void band_rows_from_factor(const double* factor, int m, int kd, BandRows& out)
     out.inv_diag.resize(m);
     for (int k = 0; k < m; ++k) {
         double* row = &out.rows[size_t(k) * ldab];
-        for (int j = std::max(0, k - kd); j <= k; ++j) row[j - (k - kd)] = factor[(k - j) + size_t(j) * ldab];
+        for (int j = std::max(0, k - kd); j <= k; ++j)
+            row[j - (k - kd)] = factor[(k - j) + size_t(j) * ldab];
         out.inv_diag[k] = 1.0 / row[kd];
     }
 }

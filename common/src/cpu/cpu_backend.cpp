@@ -89,8 +89,7 @@ void cut_windows(const std::vector<PatchGeometry>& patches, size_t first, size_t
 }
 
 std::vector<SpotWindow> spot_windows(const std::vector<PatchGeometry>& patches,
-                                     const GaussHermitePsf& psf, int nthreads,
-                                     size_t window_bytes)
+                                     const GaussHermitePsf& psf, int nthreads, size_t window_bytes)
 {
     std::vector<SpotWindow> windows;
     const size_t min_patches = kWindowPatchesPerThread * size_t(nthreads);
@@ -115,8 +114,7 @@ std::vector<SpotWindow> spot_windows(const std::vector<PatchGeometry>& patches,
 class CpuBackend final : public ExtractionBackend {
 public:
     CpuBackend(int nthreads, size_t spot_window_bytes)
-        : nthreads_(resolve_thread_count(nthreads)),
-          spot_window_bytes_(spot_window_bytes)
+        : nthreads_(resolve_thread_count(nthreads)), spot_window_bytes_(spot_window_bytes)
     {
         use_single_threaded_blas();
     }

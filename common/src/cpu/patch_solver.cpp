@@ -59,7 +59,10 @@ SpotRect rect_of(const BundleSpots& spots, const PatchGeometry& patch, int f, in
     return r;
 }
 
-bool empty(const SpotRect& r) { return r.row0 >= r.row1; }
+bool empty(const SpotRect& r)
+{
+    return r.row0 >= r.row1;
+}
 
 // B&S eq. 4 ingredients from spots and pixels: w*A per spot, y = A^T W p, fluxweight = A^T w,
 // and the fraction of each spot on pixels without data (masked or off the CCD).
@@ -214,8 +217,8 @@ bool inverse_sqrt(int n, PatchWorkspace& ws)
         ws.eig_iwork.resize(size_t(iwork_query));
         ws.eig_size = n;
     }
-    if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n,
-                            ws.eigval.data(), ws.eig_work.data(), lapack_int(ws.eig_work.size()),
+    if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(),
+                            ws.eig_work.data(), lapack_int(ws.eig_work.size()),
                             reinterpret_cast<lapack_int*>(ws.eig_iwork.data()),
                             lapack_int(ws.eig_iwork.size())) != 0) {
         return false;
@@ -270,7 +273,8 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
     const double max_fw = *std::max_element(ws.fluxweight.begin(), ws.fluxweight.end());
     const double min_weight = SolverConstants::min_weight_frac * max_fw;
     for (int u = 0; u < m; ++u) {
-        const double alpha = ws.fluxweight[u] < min_weight ? min_weight - ws.fluxweight[u] : regularize;
+        const double alpha =
+            ws.fluxweight[u] < min_weight ? min_weight - ws.fluxweight[u] : regularize;
         ws.band[size_t(u) * ldab] += alpha * alpha + SolverConstants::diag_floor;
     }
     if (make_indefinite) ws.band[0] = -1.0;
@@ -279,8 +283,8 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         return {false, "iCov is not positive definite"};
     }
     ws.xflux = ws.rhs;
-    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band.data(), ldab,
-                       ws.xflux.data(), m) != 0 ||
+    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band.data(), ldab, ws.xflux.data(), m) !=
+            0 ||
         !all_finite(ws.xflux.data(), m)) {
         return {false, "non-finite deconvolved flux"};
     }
@@ -383,8 +387,8 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
                  double regularize, double psferr, bool make_indefinite, PatchWorkspace& ws,
                  PatchResult& result, StageTimes& times)
 {
-    const Layout lay{patch.nfiber(), patch.nwave, patch.nunknown(), spots.spots->ny,
-                     spots.spots->nx, spots.spots->ny * spots.spots->nx};
+    const Layout lay{patch.nfiber(),  patch.nwave,     patch.nunknown(),
+                     spots.spots->ny, spots.spots->nx, spots.spots->ny * spots.spots->nx};
     const int ndiag = lay.ny;
     result.zero_for(patch, ndiag);
     result.status = PatchStatus::ok;
@@ -403,8 +407,8 @@ void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const Ima
         }
     }
 
-    SolveOutcome outcome =
-        solve_and_decorrelate(patch, lay, kd, regularize, make_indefinite, ws, result, clock, times);
+    SolveOutcome outcome = solve_and_decorrelate(patch, lay, kd, regularize, make_indefinite, ws,
+                                                 result, clock, times);
     if (!outcome.ok) {
         result.status = PatchStatus::retried;
         result.failure = outcome.reason;

@@ -26,13 +26,13 @@ struct PatchWorkspace {
     std::vector<double> weighted_stamps;  // [nunknown][stamp]
     std::vector<SpotRect> rects;          // [nunknown]
     std::vector<double> fluxweight, rhs, xflux, pixmask_fraction;
-    std::vector<double> band;  // iCov, then its factor; LAPACK lower band, (kd+1) x nunknown
-    std::vector<double> couplings;          // (u, v, value) triplets before kd is known
+    std::vector<double> band;       // iCov, then its factor; LAPACK lower band, (kd+1) x nunknown
+    std::vector<double> couplings;  // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
     std::vector<double> z, cov_block, eigval, row_sums;
     std::vector<double> q_factor;  // U with Q = U U^T, row-major
     std::vector<double> q_scratch, ones, q_times_flux;
-    BandRows factor_rows;  // rows of iCov's Cholesky factor, for the solves of Z
+    BandRows factor_rows;          // rows of iCov's Cholesky factor, for the solves of Z
     std::vector<double> eig_work;  // dsyevd workspace for blocks of eig_size
     std::vector<int> eig_iwork;
     int eig_size = 0;

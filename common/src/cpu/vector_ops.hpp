@@ -18,9 +18,15 @@ inline Vec4 load4(const double* p)
     return v;
 }
 
-inline void store4(double* p, Vec4 v) { std::memcpy(p, &v, sizeof v); }
+inline void store4(double* p, Vec4 v)
+{
+    std::memcpy(p, &v, sizeof v);
+}
 
-inline Vec4 splat4(double x) { return Vec4{x, x, x, x}; }
+inline Vec4 splat4(double x)
+{
+    return Vec4{x, x, x, x};
+}
 
 /// sum_k a[k] b[k] in four interleaved partial sums (a fixed order, whatever the target).
 inline double dot(const double* a, const double* b, int n)

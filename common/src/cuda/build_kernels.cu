@@ -16,7 +16,8 @@ constexpr int kThreads = 128;
 
 // One thread per (patch, unknown): y, fluxweight and the fraction of the spot on pixels
 // without data (masked or off the CCD), exactly 1 when no pixel is usable.
-__global__ void gather_kernel(DeviceLayout layout, DeviceImage image, SpotBox box, ChunkBuffers chunk)
+__global__ void gather_kernel(DeviceLayout layout, DeviceImage image, SpotBox box,
+                              ChunkBuffers chunk)
 {
     const int n = layout.nunknown();
     const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -61,7 +62,8 @@ __global__ void icov_kernel(DeviceLayout layout, DeviceImage image, SpotBox box,
     for (int s = threadIdx.x; s < stamp_size; s += blockDim.x) {
         const int row = ru.yc + s / box.nx, col = ru.xc + s % box.nx;
         const bool inside = row >= ru.row0 && row < ru.row1 && col >= ru.col0 && col < ru.col1;
-        weighted[s] = inside ? ru.stamp[s] * double(image.weights[(long long)row * image.nx + col]) : 0.0;
+        weighted[s] =
+            inside ? ru.stamp[s] * double(image.weights[(long long)row * image.nx + col]) : 0.0;
     }
     __syncthreads();
     double* icov = chunk.icov + (long long)p * n * n;
@@ -134,7 +136,10 @@ __global__ void mark_factor_failures_kernel(ChunkBuffers chunk)
     if (p < chunk.npatch && chunk.factor_info[p] != 0) chunk.flags[p] |= kFlagFactor;
 }
 
-unsigned blocks_for(long long count) { return unsigned((count + kThreads - 1) / kThreads); }
+unsigned blocks_for(long long count)
+{
+    return unsigned((count + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 
@@ -160,7 +165,7 @@ void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, do
                        int indefinite_patch, cudaStream_t stream)
 {
     regularize_kernel<<<unsigned(chunk.npatch), kThreads, 0, stream>>>(layout, chunk, regularize,
-                                                                         indefinite_patch);
+                                                                       indefinite_patch);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -40,7 +40,8 @@ __global__ void window_chi2_kernel(DeviceLayout layout, DeviceImage image, SpotB
         if (slot < patch.nfiber) {
             const SpotRect r = spot_rect(box, patch, slot, u / layout.nslot);
             rects[u] = CachedRect{r.row0, r.row1, r.col0, r.col1, r.yc, r.xc};
-            hit = !is_empty(r) && r.row0 < patch.row_begin + tile1 && r.row1 > patch.row_begin + tile0;
+            hit = !is_empty(r) && r.row0 < patch.row_begin + tile1 &&
+                  r.row1 > patch.row_begin + tile0;
         }
         reaches[u] = hit ? 1 : 0;
     }
@@ -55,8 +56,10 @@ __global__ void window_chi2_kernel(DeviceLayout layout, DeviceImage image, SpotB
             const CachedRect& r = rects[u];
             if (row < r.row0 || row >= r.row1 || col < r.col0 || col >= r.col1) continue;
             const int slot = u % layout.nslot, w = u / layout.nslot;
-            const long long spot = (long long)(patch.spot_fiber + slot) * box.nwave + patch.spot_wave + w;
-            model += box.values[spot * box.ny * box.nx + (row - r.yc) * box.nx + (col - r.xc)] * x[u];
+            const long long spot =
+                (long long)(patch.spot_fiber + slot) * box.nwave + patch.spot_wave + w;
+            model +=
+                box.values[spot * box.ny * box.nx + (row - r.yc) * box.nx + (col - r.xc)] * x[u];
         }
         const long long pix = (long long)row * image.nx + col;
         const double ivar = image.weights[pix];
@@ -93,7 +96,8 @@ __global__ void chi2pix_kernel(DeviceLayout layout, SpotBox box, ChunkBuffers ch
     const int cols = patch.col_end - patch.col_begin;
     double num = 0, den = 0;
     for (int row = r.row0; row < r.row1; ++row) {
-        const long long k0 = patch.window_offset + (long long)(row - patch.row_begin) * cols - patch.col_begin;
+        const long long k0 =
+            patch.window_offset + (long long)(row - patch.row_begin) * cols - patch.col_begin;
         const double* a = r.stamp + (row - r.yc) * box.nx - r.xc;
         for (int col = r.col0; col < r.col1; ++col) {
             num += a[col] * chunk.window_chi2[k0 + col];
@@ -112,7 +116,8 @@ void launch_window_chi2(const DeviceLayout& layout, const DeviceImage& image, co
     const size_t shared = size_t(layout.nunknown()) * (sizeof(CachedRect) + 1);
     allow_dynamic_shared(window_chi2_kernel, shared, "window chi2");
     if (max_window_rows <= 0 || chunk.npatch == 0) return;
-    const dim3 grid(unsigned(chunk.npatch), unsigned((max_window_rows + kTileRows - 1) / kTileRows));
+    const dim3 grid(unsigned(chunk.npatch),
+                    unsigned((max_window_rows + kTileRows - 1) / kTileRows));
     window_chi2_kernel<<<grid, kThreads, shared, stream>>>(layout, image, box, chunk, psferr);
     EX2D_CUDA_CHECK_LAUNCH();
 }
@@ -122,7 +127,8 @@ void launch_chi2pix(const DeviceLayout& layout, const SpotBox& box, const ChunkB
 {
     const long long count = (long long)chunk.npatch * layout.ncore * layout.ncore_wave;
     if (count == 0) return;
-    chi2pix_kernel<<<unsigned((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(layout, box, chunk);
+    chi2pix_kernel<<<unsigned((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        layout, box, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,8 +20,13 @@ constexpr double kZero = 0.0;
 struct Segments {
     long long capacity, n, ncol, nblock, nw, kept, ndiag;
     Segments(const DeviceLayout& l, std::size_t cap)
-        : capacity(cap), n(l.nunknown()), ncol((long long)l.ncore * l.nwave),
-          nblock((long long)cap * l.ncore), nw(l.nwave), kept(nblock * l.ncore_wave), ndiag(l.ndiag)
+        : capacity(cap),
+          n(l.nunknown()),
+          ncol((long long)l.ncore * l.nwave),
+          nblock((long long)cap * l.ncore),
+          nw(l.nwave),
+          kept(nblock * l.ncore_wave),
+          ndiag(l.ndiag)
     {
     }
     std::size_t icov() const { return capacity * n * n; }
@@ -60,26 +65,30 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
             // This cuSOLVER has no batched eigen-solver for blocks of this size: fall back to
             // one syevd per block (correct, slower), and say so.
             batched_eigen_ = false;
-            EX2D_CUDA_CHECK(cusolverDnDsyevd_bufferSize(res_.solver(), CUSOLVER_EIG_MODE_VECTOR,
-                                                        CUBLAS_FILL_MODE_LOWER, nw, probe.data(), nw,
-                                                        probe.data() + std::size_t(nw) * nw,
-                                                        &eigen_lwork_));
-            logger()->warn("cusolverDnXsyevBatched does not take {} x {} blocks ({}); using one "
-                           "syevd per block", nw, nw, cusolver_status_name(status));
+            EX2D_CUDA_CHECK(cusolverDnDsyevd_bufferSize(
+                res_.solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw, probe.data(),
+                nw, probe.data() + std::size_t(nw) * nw, &eigen_lwork_));
+            logger()->warn(
+                "cusolverDnXsyevBatched does not take {} x {} blocks ({}); using one "
+                "syevd per block",
+                nw, nw, cusolver_status_name(status));
             return {std::size_t(eigen_lwork_) * sizeof(double), 0};
         }
         EX2D_CUDA_CHECK(status);
     }
     // Linear in the batch from two probes: a fixed part and a part per patch.
-    const std::size_t per_patch = device_bytes[1] > device_bytes[0] ? (device_bytes[1] - device_bytes[0] + 63) / 64 : 0;
-    const std::size_t fixed = device_bytes[0] > 64 * per_patch ? device_bytes[0] - 64 * per_patch : 0;
+    const std::size_t per_patch =
+        device_bytes[1] > device_bytes[0] ? (device_bytes[1] - device_bytes[0] + 63) / 64 : 0;
+    const std::size_t fixed =
+        device_bytes[0] > 64 * per_patch ? device_bytes[0] - 64 * per_patch : 0;
     return {fixed, per_patch};
 }
 
 void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan, std::size_t slots,
                           bool resize)
 {
-    if (slots < plan.max_patches) throw Error("CUDA backend: fewer patch slots than the plan needs");
+    if (slots < plan.max_patches)
+        throw Error("CUDA backend: fewer patch slots than the plan needs");
     if (resize) {
         spot_values_.release();
         spot_corners_.release();
@@ -177,7 +186,8 @@ HostOutputs ChunkSolver::host_outputs() const
 {
     const Segments seg(layout_, max_patches_);
     const double* h = host_outputs_.data();
-    return {h, h + seg.kept, h + 2 * seg.kept, h + 3 * seg.kept, h + 4 * seg.kept, h + 5 * seg.kept};
+    return {
+        h, h + seg.kept, h + 2 * seg.kept, h + 3 * seg.kept, h + 4 * seg.kept, h + 5 * seg.kept};
 }
 
 void ChunkSolver::evaluate_spots(const DevicePsf& psf, const double* padded_waves,
@@ -187,9 +197,14 @@ void ChunkSolver::evaluate_spots(const DevicePsf& psf, const double* padded_wave
     const int ny = 2 * psf.hsizey + 1, nx = 2 * psf.hsizex + 1;
     spot_values_.reserve(chunk.nspot() * ny * nx, ledger_);
     spot_corners_.reserve(2 * chunk.nspot(), ledger_);
-    spots_ = SpotBox{spot_values_.data(), spot_corners_.data(), spot_corners_.data() + chunk.nspot(),
-                     chunk.fiber_begin, chunk.fiber_end - chunk.fiber_begin,
-                     chunk.wave_end - chunk.wave_begin, ny, nx};
+    spots_ = SpotBox{spot_values_.data(),
+                     spot_corners_.data(),
+                     spot_corners_.data() + chunk.nspot(),
+                     chunk.fiber_begin,
+                     chunk.fiber_end - chunk.fiber_begin,
+                     chunk.wave_end - chunk.wave_begin,
+                     ny,
+                     nx};
     StageEvents events;
     events.mark(0, res_.stream());
     launch_spots(psf, padded_waves + chunk.wave_begin, spots_, res_.stream());
@@ -198,7 +213,8 @@ void ChunkSolver::evaluate_spots(const DevicePsf& psf, const double* padded_wave
     times.psf += events.seconds(0, 1);
 }
 
-void ChunkSolver::upload_patches(const std::vector<const PatchGeometry*>& patches, int& max_window_rows)
+void ChunkSolver::upload_patches(const std::vector<const PatchGeometry*>& patches,
+                                 int& max_window_rows)
 {
     long long window_offset = 0;
     max_window_rows = 0;
@@ -239,35 +255,36 @@ void ChunkSolver::decompose_blocks(long long nblock)
     if (batched_eigen_) {
         std::size_t device_bytes = 0, host_bytes = 0;
         EX2D_CUDA_CHECK(cusolverDnXsyevBatched_bufferSize(
-            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
-            CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, &device_bytes, &host_bytes,
-            nblock));
+            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+            nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, &device_bytes,
+            &host_bytes, nblock));
         if (device_bytes > eigen_work_.capacity() || host_bytes > eigen_host_work_.size()) {
             // Grow rather than lose the frame; the ledger records it and the next plan sees it.
-            logger()->warn("eigen-solver workspace grows beyond the plan: {} MiB device, {} KiB host "
-                           "for {} blocks", device_bytes >> 20, host_bytes >> 10, nblock);
+            logger()->warn(
+                "eigen-solver workspace grows beyond the plan: {} MiB device, {} KiB host "
+                "for {} blocks",
+                device_bytes >> 20, host_bytes >> 10, nblock);
             eigen_work_.reserve(device_bytes, ledger_);
             if (host_bytes > eigen_host_work_.size()) eigen_host_work_.resize(host_bytes);
             eigen_device_bytes_ = std::max(eigen_device_bytes_, device_bytes);
         }
         EX2D_CUDA_CHECK(cusolverDnXsyevBatched(
-            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
-            CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, eigen_work_.data(),
+            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+            nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, eigen_work_.data(),
             device_bytes, eigen_host_work_.data(), host_bytes, b.eig_info, nblock));
         return;
     }
     for (long long k = 0; k < nblock; ++k) {
-        EX2D_CUDA_CHECK(cusolverDnDsyevd(res_.solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-                                         nw, b.cblock + k * nw * nw, nw, b.eigval + k * nw,
-                                         reinterpret_cast<double*>(eigen_work_.data()), eigen_lwork_,
-                                         b.eig_info + k));
+        EX2D_CUDA_CHECK(cusolverDnDsyevd(
+            res_.solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
+            b.cblock + k * nw * nw, nw, b.eigval + k * nw,
+            reinterpret_cast<double*>(eigen_work_.data()), eigen_lwork_, b.eig_info + k));
     }
 }
 
 std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& patches,
                                     const DeviceImage& image, double regularize, double psferr,
-                                    int indefinite_patch,
-                                    StageTimes& times)
+                                    int indefinite_patch, StageTimes& times)
 {
     const int npatch = int(patches.size());
     if (npatch == 0) return {};
@@ -302,8 +319,10 @@ void ChunkSolver::build_system(const ChunkBuffers& b, const DeviceImage& image, 
     const int npatch = b.npatch, n = layout_.nunknown(), ncol = layout_.ncore * layout_.nwave;
     const long long nblock = (long long)npatch * layout_.ncore;
     cudaStream_t stream = res_.stream();
-    EX2D_CUDA_CHECK(cudaMemsetAsync(b.icov, 0, std::size_t(npatch) * n * n * sizeof(double), stream));
-    EX2D_CUDA_CHECK(cudaMemsetAsync(b.z, 0, std::size_t(npatch) * n * ncol * sizeof(double), stream));
+    EX2D_CUDA_CHECK(
+        cudaMemsetAsync(b.icov, 0, std::size_t(npatch) * n * n * sizeof(double), stream));
+    EX2D_CUDA_CHECK(
+        cudaMemsetAsync(b.z, 0, std::size_t(npatch) * n * ncol * sizeof(double), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.flags, 0, npatch * sizeof(int), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.factor_info, 0, npatch * sizeof(int), stream));
     EX2D_CUDA_CHECK(cudaMemsetAsync(b.eig_info, 0, nblock * sizeof(int), stream));
@@ -328,7 +347,8 @@ void ChunkSolver::factor_and_solve(const ChunkBuffers& b, int* solve_info, Stage
     // diagonal blocks of C = iCov^-1 are C_ss = Z_s^T Z_s (no full inverse is formed).
     // Marks 5-9 time each library call for the benchmark's per-call split.
     EX2D_CUDA_CHECK(cusolverDnDpotrfBatched(res_.solver(), CUBLAS_FILL_MODE_LOWER, n,
-                                            const_cast<double**>(icov_ptrs), n, b.factor_info, npatch));
+                                            const_cast<double**>(icov_ptrs), n, b.factor_info,
+                                            npatch));
     launch_mark_factor_failures(b, stream);
     events.mark(5, stream);
     EX2D_CUDA_CHECK(cusolverDnDpotrsBatched(res_.solver(), CUBLAS_FILL_MODE_LOWER, n, 1,
@@ -336,14 +356,13 @@ void ChunkSolver::factor_and_solve(const ChunkBuffers& b, int* solve_info, Stage
                                             const_cast<double**>(x_ptrs), n, solve_info, npatch));
     launch_unit_columns(layout_, b, stream);
     events.mark(6, stream);
-    EX2D_CUDA_CHECK(cublasDtrsmBatched(res_.blas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER,
-                                       CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, ncol, &kOne,
-                                       const_cast<const double* const*>(icov_ptrs), n, z_ptrs, n,
-                                       npatch));
+    EX2D_CUDA_CHECK(cublasDtrsmBatched(
+        res_.blas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n,
+        ncol, &kOne, const_cast<const double* const*>(icov_ptrs), n, z_ptrs, n, npatch));
     events.mark(7, stream);
-    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(res_.blas(), CUBLAS_OP_T, CUBLAS_OP_N, nw, nw, n, &kOne,
-                                              b.z, n, (long long)n * nw, b.z, n, (long long)n * nw,
-                                              &kZero, b.cblock, nw, (long long)nw * nw, nblock));
+    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(
+        res_.blas(), CUBLAS_OP_T, CUBLAS_OP_N, nw, nw, n, &kOne, b.z, n, (long long)n * nw, b.z, n,
+        (long long)n * nw, &kZero, b.cblock, nw, (long long)nw * nw, nblock));
 }
 
 void ChunkSolver::decorrelate(const ChunkBuffers& b, long long nblock, StageEvents& events)
@@ -354,10 +373,9 @@ void ChunkSolver::decorrelate(const ChunkBuffers& b, long long nblock, StageEven
     decompose_blocks(nblock);
     events.mark(8, stream);
     launch_scale_eigenvectors(layout_, b, stream);
-    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(res_.blas(), CUBLAS_OP_N, CUBLAS_OP_T, nw, nw, nw, &kOne,
-                                              b.cblock, nw, (long long)nw * nw, b.cblock, nw,
-                                              (long long)nw * nw, &kZero, b.qblock, nw,
-                                              (long long)nw * nw, nblock));
+    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(
+        res_.blas(), CUBLAS_OP_N, CUBLAS_OP_T, nw, nw, nw, &kOne, b.cblock, nw, (long long)nw * nw,
+        b.cblock, nw, (long long)nw * nw, &kZero, b.qblock, nw, (long long)nw * nw, nblock));
     events.mark(9, stream);
     launch_finalize(layout_, b, stream);
 }
@@ -372,7 +390,8 @@ void ChunkSolver::copy_outputs_to_host(const ChunkBuffers& b, std::size_t segmen
     for (int s = 0; s < 6; ++s) {
         const std::size_t offset = std::size_t(s) * segment_stride;
         EX2D_CUDA_CHECK(cudaMemcpyAsync(host_outputs_.data() + offset, outputs_.data() + offset,
-                                        segments[s] * sizeof(double), cudaMemcpyDeviceToHost, stream));
+                                        segments[s] * sizeof(double), cudaMemcpyDeviceToHost,
+                                        stream));
     }
     EX2D_CUDA_CHECK(cudaMemcpyAsync(host_info_.data(), b.flags, npatch * sizeof(int),
                                     cudaMemcpyDeviceToHost, stream));
@@ -392,13 +411,14 @@ void ChunkSolver::record_seconds(const StageEvents& events, StageTimes& times)
     times.decorrelate += events.seconds(2, 3);
     times.chi2 += events.seconds(3, 4);
     const int call_marks[7] = {1, 5, 6, 7, 2, 8, 9};
-    for (int k = 0; k < 6; ++k) call_seconds_[k] += events.seconds(call_marks[k], call_marks[k + 1]);
+    for (int k = 0; k < 6; ++k)
+        call_seconds_[k] += events.seconds(call_marks[k], call_marks[k + 1]);
 }
 
 std::vector<std::pair<std::string, double>> ChunkSolver::call_seconds() const
 {
     static const char* const names[6] = {"potrfBatched", "potrsBatched", "trsmBatched",
-                                         "gemm C=Z^TZ", "syevBatched", "gemm Q=BB^T"};
+                                         "gemm C=Z^TZ",  "syevBatched",  "gemm Q=BB^T"};
     std::vector<std::pair<std::string, double>> out;
     for (int k = 0; k < 6; ++k) out.emplace_back(names[k], call_seconds_[k]);
     return out;

@@ -26,9 +26,12 @@ constexpr std::size_t kLibraryReserveBytes = std::size_t(64) << 20;
 std::string failure_reason(int flags)
 {
     std::string reason;
-    auto add = [&](const char* what) { reason += (reason.empty() ? "" : ", ") + std::string(what); };
+    auto add = [&](const char* what) {
+        reason += (reason.empty() ? "" : ", ") + std::string(what);
+    };
     if (flags & cuda::kFlagFactor) add("iCov is not positive definite");
-    if (flags & cuda::kFlagEigen) add("covariance block eigen-decomposition failed or has no positive eigenvalue");
+    if (flags & cuda::kFlagEigen)
+        add("covariance block eigen-decomposition failed or has no positive eigenvalue");
     if (flags & cuda::kFlagNonFinite) add("non-finite flux, ivar, resolution or deconvolved flux");
     return reason;
 }
@@ -82,9 +85,9 @@ public:
         if (batch.patches.empty()) return;
         const PaddedLayout layout =
             padded_layout(batch.patches, batch.psf->stamp_ny(), batch.psf->stamp_nx());
-        const cuda::DeviceLayout device_layout{layout.nslot, layout.nwave, layout.ncore_fiber,
-                                               layout.core_wave_offset, layout.ncore_wave,
-                                               layout.ndiag()};
+        const cuda::DeviceLayout device_layout{layout.nslot,       layout.nwave,
+                                               layout.ncore_fiber, layout.core_wave_offset,
+                                               layout.ncore_wave,  layout.ndiag()};
         frame_.upload(batch.image, *batch.psf, *batch.padded_wave);
         uploaded_psf_ = batch.psf;
         if (eigen_layout_nwave_ != layout.nwave || eigen_layout_ncore_ != layout.ncore_fiber) {
@@ -93,32 +96,36 @@ public:
             eigen_layout_ncore_ = layout.ncore_fiber;
         }
         const std::size_t model_bytes =
-            batch.want_model ? model_bytes_needed(batch.image, batch.patches, *batch.padded_wave) : 0;
-        const std::size_t fixed = cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf,
-                                                                  batch.padded_wave->size()) +
-                                  kLibraryReserveBytes + cuda::ChunkSolver::kBlasWorkspaceBytes +
-                                  eigen_workspace_.fixed + model_bytes;
+            batch.want_model ? model_bytes_needed(batch.image, batch.patches, *batch.padded_wave)
+                             : 0;
+        const std::size_t fixed =
+            cuda::DeviceFrame::bytes_needed(batch.image, *batch.psf, batch.padded_wave->size()) +
+            kLibraryReserveBytes + cuda::ChunkSolver::kBlasWorkspaceBytes + eigen_workspace_.fixed +
+            model_bytes;
         ChunkPlan plan;
         // The eigen-solver's workspace per patch is estimated from two probes; reserve() asks
         // cuSOLVER for the planned batch, and a larger answer re-plans with it (twice at most).
         for (int attempt = 0;; ++attempt) {
             plan = plan_chunks(batch.patches, layout, options_.memory_budget_bytes, fixed,
                                eigen_workspace_.per_patch);
-            const std::size_t slots = patch_slots_after(held_layout_, held_slots_, layout, plan,
-                                                        options_.memory_budget_bytes,
-                                                        eigen_workspace_.per_patch);
+            const std::size_t slots =
+                patch_slots_after(held_layout_, held_slots_, layout, plan,
+                                  options_.memory_budget_bytes, eigen_workspace_.per_patch);
             solver_.reserve(device_layout, plan, slots,
                             !same_shape(held_layout_, layout) || slots != held_slots_);
             held_layout_ = layout;
             held_slots_ = slots;
-            const std::size_t estimated = eigen_workspace_.fixed + eigen_workspace_.per_patch * slots;
+            const std::size_t estimated =
+                eigen_workspace_.fixed + eigen_workspace_.per_patch * slots;
             if (solver_.eigen_device_bytes() <= estimated || attempt == 2) break;
             eigen_workspace_.per_patch =
-                (solver_.eigen_device_bytes() - std::min(solver_.eigen_device_bytes(), eigen_workspace_.fixed) +
-                 slots - 1) / slots;
-            logger()->info("cuda plan: the eigen-solver needs {} MiB for {} patches, more than the "
-                           "{} MiB estimated; planning again", solver_.eigen_device_bytes() >> 20,
-                           slots, estimated >> 20);
+                (solver_.eigen_device_bytes() -
+                 std::min(solver_.eigen_device_bytes(), eigen_workspace_.fixed) + slots - 1) /
+                slots;
+            logger()->info(
+                "cuda plan: the eigen-solver needs {} MiB for {} patches, more than the "
+                "{} MiB estimated; planning again",
+                solver_.eigen_device_bytes() >> 20, slots, estimated >> 20);
         }
         logger()->debug("cuda plan: {} patches in {} chunks of up to {}, {} MiB of {} MiB budget",
                         batch.patches.size(), plan.chunks.size(), plan.max_patches,
@@ -134,7 +141,8 @@ public:
         }
     }
 
-    bool model_image(const ModelRequest& request, std::vector<double>& model, StageTimes& times) override
+    bool model_image(const ModelRequest& request, std::vector<double>& model,
+                     StageTimes& times) override
     {
         // The PSF tables on the device are those of the last extract; the model follows it.
         if (request.psf != uploaded_psf_ || solver_.spot_capacity() == 0) return false;
@@ -159,16 +167,19 @@ public:
         model_bounds_.reserve(3, ledger_);
         cudaStream_t stream = res_.stream();
         EX2D_CUDA_CHECK(cudaMemcpyAsync(model_xflux_.data(), request.xflux->data(),
-                                        request.xflux->size() * sizeof(double), cudaMemcpyHostToDevice, stream));
-        EX2D_CUDA_CHECK(cudaMemcpyAsync(model_waves_.data(), request.wave->data(), nwave * sizeof(double),
+                                        request.xflux->size() * sizeof(double),
                                         cudaMemcpyHostToDevice, stream));
+        EX2D_CUDA_CHECK(cudaMemcpyAsync(model_waves_.data(), request.wave->data(),
+                                        nwave * sizeof(double), cudaMemcpyHostToDevice, stream));
         EX2D_CUDA_CHECK(cudaMemsetAsync(model_.data(), 0, npix * sizeof(double), stream));
         // Fibres per pass: as many of a bundle as the spot buffers of the solve hold.
-        const int group = int(std::max<std::size_t>(1, std::min<std::size_t>(
-            request.bundlesize, solver_.spot_capacity() / std::max(nwave, 1))));
+        const int group = int(std::max<std::size_t>(
+            1, std::min<std::size_t>(request.bundlesize,
+                                     solver_.spot_capacity() / std::max(nwave, 1))));
         for (int b = 0; b < request.nspec; b += request.bundlesize) {
             for (int g = b; g < std::min(b + request.bundlesize, request.nspec); g += group) {
-                const int nfiber = std::min(group, std::min(b + request.bundlesize, request.nspec) - g);
+                const int nfiber =
+                    std::min(group, std::min(b + request.bundlesize, request.nspec) - g);
                 PatchChunk box;
                 box.fiber_begin = request.specmin + g;
                 box.fiber_end = box.fiber_begin + nfiber;
@@ -181,13 +192,15 @@ public:
                                                 cudaMemcpyDeviceToHost, stream));
                 EX2D_CUDA_CHECK(cudaStreamSynchronize(stream));
                 if (bounds[2] != 0) {
-                    logger()->info("model image on the host: stamp rows of fibres {}-{} are not "
-                                   "monotonic in wavelength", box.fiber_begin, box.fiber_end - 1);
+                    logger()->info(
+                        "model image on the host: stamp rows of fibres {}-{} are not "
+                        "monotonic in wavelength",
+                        box.fiber_begin, box.fiber_end - 1);
                     return false;
                 }
-                cuda::launch_model_image(solver_.spots(), model_xflux_.data() + std::size_t(g) * nwave,
-                                         model_.data(), request.ny, request.nx, bounds[0], bounds[1],
-                                         stream);
+                cuda::launch_model_image(
+                    solver_.spots(), model_xflux_.data() + std::size_t(g) * nwave, model_.data(),
+                    request.ny, request.nx, bounds[0], bounds[1], stream);
             }
         }
         model.resize(npix);
@@ -255,7 +268,8 @@ private:
     }
 
     // The model image and the stitched xflux it needs, on top of the frame's inputs.
-    static std::size_t model_bytes_needed(const ImageView& image, const std::vector<PatchGeometry>& patches,
+    static std::size_t model_bytes_needed(const ImageView& image,
+                                          const std::vector<PatchGeometry>& patches,
                                           const std::vector<double>& padded_wave)
     {
         int first = patches.front().core_fiber_begin, last = patches.front().core_fiber_end;
@@ -265,7 +279,8 @@ private:
         }
         const std::size_t nwave = padded_wave.size();
         return (std::size_t(image.ny) * image.nx + std::size_t(last - first) * nwave + nwave) *
-                   sizeof(double) + 3 * sizeof(int);
+                   sizeof(double) +
+               3 * sizeof(int);
     }
 
     CudaBackendOptions options_;
@@ -303,11 +318,12 @@ std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& o
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
         cudaGetLastError();
-        throw DeviceUnavailable(std::string("no usable CUDA device: ") + cudaGetErrorString(status));
+        throw DeviceUnavailable(std::string("no usable CUDA device: ") +
+                                cudaGetErrorString(status));
     }
     if (options.device < 0 || options.device >= count) {
-        throw DeviceUnavailable("CUDA device " + std::to_string(options.device) + " requested but " +
-                                std::to_string(count) + " found");
+        throw DeviceUnavailable("CUDA device " + std::to_string(options.device) +
+                                " requested but " + std::to_string(count) + " found");
     }
     return std::make_unique<CudaBackend>(options);
 }

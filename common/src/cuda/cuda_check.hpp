@@ -23,12 +23,14 @@ inline void check_call(cudaError_t status, const char* call, const char* file, i
 
 inline void check_call(cublasStatus_t status, const char* call, const char* file, int line)
 {
-    if (status != CUBLAS_STATUS_SUCCESS) throw_call_error(call, cublasGetStatusString(status), file, line);
+    if (status != CUBLAS_STATUS_SUCCESS)
+        throw_call_error(call, cublasGetStatusString(status), file, line);
 }
 
 inline void check_call(cusolverStatus_t status, const char* call, const char* file, int line)
 {
-    if (status != CUSOLVER_STATUS_SUCCESS) throw_call_error(call, cusolver_status_name(status), file, line);
+    if (status != CUSOLVER_STATUS_SUCCESS)
+        throw_call_error(call, cusolver_status_name(status), file, line);
 }
 
 }  // namespace ex2d::cuda

@@ -33,10 +33,14 @@ void CudaResources::create()
     EX2D_CUDA_CHECK(cusolverDnCreateParams(&solver_params_));
     // One algorithm for the batched eigen-solver, so that its results do not depend on a
     // choice cuSOLVER could make differently from run to run.
-    EX2D_CUDA_CHECK(cusolverDnSetAdvOptions(solver_params_, CUSOLVERDN_SYEVBATCHED, CUSOLVER_ALG_1));
+    EX2D_CUDA_CHECK(
+        cusolverDnSetAdvOptions(solver_params_, CUSOLVERDN_SYEVBATCHED, CUSOLVER_ALG_1));
 }
 
-CudaResources::~CudaResources() { release(); }
+CudaResources::~CudaResources()
+{
+    release();
+}
 
 void CudaResources::release() noexcept
 {
@@ -47,10 +51,12 @@ void CudaResources::release() noexcept
     if (solver_ && cusolverDnDestroy(solver_) != CUSOLVER_STATUS_SUCCESS) {
         logger()->error("cusolverDnDestroy failed");
     }
-    if (blas_ && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS) logger()->error("cublasDestroy failed");
+    if (blas_ && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
+        logger()->error("cublasDestroy failed");
     if (stream_) {
         const cudaError_t status = cudaStreamDestroy(stream_);
-        if (status != cudaSuccess) logger()->error("cudaStreamDestroy failed: {}", cudaGetErrorString(status));
+        if (status != cudaSuccess)
+            logger()->error("cudaStreamDestroy failed: {}", cudaGetErrorString(status));
     }
     solver_params_ = nullptr;
     solver_ = nullptr;
@@ -58,7 +64,10 @@ void CudaResources::release() noexcept
     stream_ = nullptr;
 }
 
-void CudaResources::activate() const { EX2D_CUDA_CHECK(cudaSetDevice(device_)); }
+void CudaResources::activate() const
+{
+    EX2D_CUDA_CHECK(cudaSetDevice(device_));
+}
 
 StageEvents::StageEvents()
 {
@@ -70,7 +79,10 @@ StageEvents::StageEvents()
     }
 }
 
-StageEvents::~StageEvents() { release(); }
+StageEvents::~StageEvents()
+{
+    release();
+}
 
 void StageEvents::release() noexcept
 {
@@ -80,7 +92,10 @@ void StageEvents::release() noexcept
     }
 }
 
-void StageEvents::mark(int index, cudaStream_t stream) { EX2D_CUDA_CHECK(cudaEventRecord(events_[index], stream)); }
+void StageEvents::mark(int index, cudaStream_t stream)
+{
+    EX2D_CUDA_CHECK(cudaEventRecord(events_[index], stream));
+}
 
 double StageEvents::seconds(int from, int to) const
 {

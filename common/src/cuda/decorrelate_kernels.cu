@@ -27,7 +27,8 @@ __global__ void frobenius_kernel(DeviceLayout layout, ChunkBuffers chunk)
     // identity instead, so no NaN ever enters it. The patch is already flagged.
     const bool failed = (chunk.flags[p] & kFlagFactor) != 0;
     if (failed || !isfinite(frob2)) {
-        for (int k = threadIdx.x; k < nw * nw; k += blockDim.x) block[k] = (k % (nw + 1) == 0) ? 1.0 : 0.0;
+        for (int k = threadIdx.x; k < nw * nw; k += blockDim.x)
+            block[k] = (k % (nw + 1) == 0) ? 1.0 : 0.0;
         if (threadIdx.x == 0 && !failed) atomicOr(chunk.flags + p, kFlagNonFinite);
         frob2 = nw;
     }
@@ -89,7 +90,8 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
         if (jj >= patch.ncore_wave) {
             chunk.out_flux[out] = chunk.out_ivar[out] = chunk.out_xflux[out] = 0;
             chunk.out_pixmask[out] = 0;
-            for (int d = 0; d < layout.ndiag; ++d) chunk.out_resolution[((long long)b * layout.ndiag + d) * ncw + jj] = 0;
+            for (int d = 0; d < layout.ndiag; ++d)
+                chunk.out_resolution[((long long)b * layout.ndiag + d) * ncw + jj] = 0;
             continue;
         }
         const int j = layout.core_wave_offset + jj;
@@ -106,7 +108,8 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
         bad = bad || (usable && (!isfinite(flux) || !isfinite(s * s)));
         for (int d = 0; d < layout.ndiag; ++d) {
             const int row = j - nd + d;
-            const double r = (row >= 0 && row < nw) ? q[row + (long long)j * nw] / row_sums[row] : 0.0;
+            const double r =
+                (row >= 0 && row < nw) ? q[row + (long long)j * nw] / row_sums[row] : 0.0;
             chunk.out_resolution[((long long)b * layout.ndiag + d) * ncw + jj] = r;
             bad = bad || !isfinite(r);
         }
@@ -131,14 +134,16 @@ void launch_frobenius(const DeviceLayout& layout, const ChunkBuffers& chunk, cud
 void launch_scale_eigenvectors(const DeviceLayout& layout, const ChunkBuffers& chunk,
                                cudaStream_t stream)
 {
-    scale_eigenvectors_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, 0, stream>>>(layout, chunk);
+    scale_eigenvectors_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, 0, stream>>>(
+        layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_finalize(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream)
 {
     const size_t shared_bytes = size_t(layout.nwave) * sizeof(double);
-    finalize_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, shared_bytes, stream>>>(layout, chunk);
+    finalize_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, shared_bytes, stream>>>(
+        layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -78,10 +78,12 @@ void DeviceFrame::upload(const ImageView& image, const GaussHermitePsf& psf,
     std::vector<int> ncoef(nrow);
     for (int r = 0; r < nrow; ++r) {
         const LegendreTable& t = *rows[r];
-        if (t.nfiber != nfiber) throw Error("CUDA backend: PSF row fibre counts differ in " + psf.source);
+        if (t.nfiber != nfiber)
+            throw Error("CUDA backend: PSF row fibre counts differ in " + psf.source);
         ncoef[r] = t.ncoef;
         for (int f = 0; f < nfiber; ++f) {
-            std::copy(t.coef.begin() + std::size_t(f) * t.ncoef, t.coef.begin() + std::size_t(f + 1) * t.ncoef,
+            std::copy(t.coef.begin() + std::size_t(f) * t.ncoef,
+                      t.coef.begin() + std::size_t(f + 1) * t.ncoef,
                       host_tables_.data() + (std::size_t(r) * nfiber + f) * ncoef_max);
         }
         host_tables_[ncoef_total + r] = t.wavemin;
@@ -94,8 +96,9 @@ void DeviceFrame::upload(const ImageView& image, const GaussHermitePsf& psf,
     // Small pageable copies; the synchronisation below lets the host vectors go.
     EX2D_CUDA_CHECK(cudaMemcpyAsync(ncoef_.data(), ncoef.data(), nrow * sizeof(int),
                                     cudaMemcpyHostToDevice, stream));
-    EX2D_CUDA_CHECK(cudaMemcpyAsync(waves_.data(), padded_wave.data(), padded_wave.size() * sizeof(double),
-                                    cudaMemcpyHostToDevice, stream));
+    EX2D_CUDA_CHECK(cudaMemcpyAsync(waves_.data(), padded_wave.data(),
+                                    padded_wave.size() * sizeof(double), cudaMemcpyHostToDevice,
+                                    stream));
     EX2D_CUDA_CHECK(cudaStreamSynchronize(stream));
 
     psf_.coef = tables_.data();

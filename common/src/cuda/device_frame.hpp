@@ -18,7 +18,8 @@ public:
     DeviceFrame(const CudaResources& resources, MemoryLedger& ledger);
 
     /// Copies image, PSF and grid to the device; returns once the copies are queued.
-    void upload(const ImageView& image, const GaussHermitePsf& psf, const std::vector<double>& padded_wave);
+    void upload(const ImageView& image, const GaussHermitePsf& psf,
+                const std::vector<double>& padded_wave);
 
     DeviceImage image() const;
     const DevicePsf& psf() const { return psf_; }

@@ -43,16 +43,22 @@ void allow_dynamic_shared(Kernel kernel, std::size_t bytes, const char* name)
     if (bytes <= kDefaultLimit) return;
     int device = 0, limit = 0;
     EX2D_CUDA_CHECK(cudaGetDevice(&device));
-    EX2D_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    EX2D_CUDA_CHECK(
+        cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     if (bytes > std::size_t(limit)) {
-        throw Error(std::string("CUDA backend: the ") + name + " kernel needs " + std::to_string(bytes) +
+        throw Error(std::string("CUDA backend: the ") + name + " kernel needs " +
+                    std::to_string(bytes) +
                     " bytes of shared memory for this PSF and patch size; the device allows " +
                     std::to_string(limit));
     }
-    EX2D_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    EX2D_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-__device__ inline bool is_empty(const SpotRect& r) { return r.row0 >= r.row1; }
+__device__ inline bool is_empty(const SpotRect& r)
+{
+    return r.row0 >= r.row1;
+}
 
 /// Sum over the block of one value per thread; every thread gets the result. `scratch`
 /// holds blockDim.x doubles. Fixed tree order, so results are reproducible.
@@ -75,7 +81,8 @@ __device__ inline double block_max(double value, double* scratch)
     scratch[threadIdx.x] = value;
     __syncthreads();
     for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) scratch[threadIdx.x] = fmax(scratch[threadIdx.x], scratch[threadIdx.x + stride]);
+        if (threadIdx.x < stride)
+            scratch[threadIdx.x] = fmax(scratch[threadIdx.x], scratch[threadIdx.x + stride]);
         __syncthreads();
     }
     const double total = scratch[0];

@@ -13,7 +13,10 @@ namespace ex2d::cuda {
 
 namespace {
 
-std::string mib(std::size_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20) + " MiB"; }
+std::string mib(std::size_t bytes)
+{
+    return std::to_string((bytes + (1u << 19)) >> 20) + " MiB";
+}
 
 }  // namespace
 
@@ -63,7 +66,8 @@ void free_pinned(void* ptr)
 {
     if (!ptr) return;
     const cudaError_t status = cudaFreeHost(ptr);
-    if (status != cudaSuccess) logger()->error("cudaFreeHost failed: {}", cudaGetErrorString(status));
+    if (status != cudaSuccess)
+        logger()->error("cudaFreeHost failed: {}", cudaGetErrorString(status));
 }
 
 }  // namespace ex2d::cuda

@@ -118,7 +118,8 @@ void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const Spo
 void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, double regularize,
                        int indefinite_patch, cudaStream_t stream);
 /// Unit columns E for the kept fibres into z (z must be zeroed first).
-void launch_unit_columns(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream);
+void launch_unit_columns(const DeviceLayout& layout, const ChunkBuffers& chunk,
+                         cudaStream_t stream);
 /// Sets kFlagFactor where the batched Cholesky reported a non-zero info.
 void launch_mark_factor_failures(const ChunkBuffers& chunk, cudaStream_t stream);
 /// Squared Frobenius norms of the C blocks (a check on the eigenvalues); blocks of patches

@@ -47,7 +47,10 @@ __global__ void model_image_kernel(SpotBox box, const double* xflux, double* mod
         int lo = 0, hi = box.nwave;
         while (lo < hi) {
             const int mid = (lo + hi) / 2;
-            if (yc[mid] > row - box.ny) hi = mid; else lo = mid + 1;
+            if (yc[mid] > row - box.ny)
+                hi = mid;
+            else
+                lo = mid + 1;
         }
         for (int w = lo; w < box.nwave && yc[w] <= row; ++w) {
             if (col < xc[w] || col >= xc[w] + box.nx) continue;

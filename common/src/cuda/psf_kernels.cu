@@ -19,13 +19,19 @@ constexpr int kSpotThreads = 128;
 struct SpotShared {
     int nrow, nx, ny, degx, degy;
     __host__ __device__ int par() const { return 0; }
-    __host__ __device__ int edge_x() const { return par() + nrow; }                    // [degx + 1][nx + 1]
-    __host__ __device__ int edge_y() const { return edge_x() + (degx + 1) * (nx + 1); }  // [degy + 1][ny + 1]
-    __host__ __device__ int px() const { return edge_y() + (degy + 1) * (ny + 1); }      // [degx + 1][nx]
-    __host__ __device__ int py() const { return px() + (degx + 1) * nx; }                // [degy + 1][ny]
-    __host__ __device__ int row_coef() const { return py() + (degy + 1) * ny; }          // [ny][degx + 1]
-    __host__ __device__ int stamp() const { return row_coef() + ny * (degx + 1); }       // [ny][nx]
-    __host__ __device__ int scratch() const { return stamp() + ny * nx; }                // [blockDim]
+    __host__ __device__ int edge_x() const { return par() + nrow; }  // [degx + 1][nx + 1]
+    __host__ __device__ int edge_y() const
+    {
+        return edge_x() + (degx + 1) * (nx + 1);
+    }  // [degy + 1][ny + 1]
+    __host__ __device__ int px() const
+    {
+        return edge_y() + (degy + 1) * (ny + 1);
+    }                                                                            // [degx + 1][nx]
+    __host__ __device__ int py() const { return px() + (degx + 1) * nx; }        // [degy + 1][ny]
+    __host__ __device__ int row_coef() const { return py() + (degy + 1) * ny; }  // [ny][degx + 1]
+    __host__ __device__ int stamp() const { return row_coef() + ny * (degx + 1); }  // [ny][nx]
+    __host__ __device__ int scratch() const { return stamp() + ny * nx; }           // [blockDim]
     __host__ __device__ int total() const { return scratch() + kSpotThreads; }
 };
 
@@ -77,8 +83,8 @@ __global__ void spot_kernel(DevicePsf psf, const double* waves, SpotBox box)
 
     for (int r = threadIdx.x; r < psf.nrow; r += blockDim.x) {
         const double u = detail::reduced_wavelength(wave, psf.wavemin[r], psf.wavemax[r]);
-        par[r] = detail::legendre_sum(psf.coef + ((long long)r * psf.nfiber + fiber) * psf.max_ncoef,
-                              psf.ncoef[r], u);
+        par[r] = detail::legendre_sum(
+            psf.coef + ((long long)r * psf.nfiber + fiber) * psf.max_ncoef, psf.ncoef[r], u);
     }
     __syncthreads();
     const double x = par[kRowX], y = par[kRowY], sigx = par[kRowSigX], sigy = par[kRowSigY];
@@ -105,7 +111,8 @@ __global__ void spot_kernel(DevicePsf psf, const double* waves, SpotBox box)
     for (int k = threadIdx.x; k < ny * dx; k += blockDim.x) {
         const int iy = k / dx, i = k % dx;
         double s = 0;
-        for (int j = 0; j < dy; ++j) s += par[kRowFirstGh + i * dy + j] * shared[plan.py() + j * ny + iy];
+        for (int j = 0; j < dy; ++j)
+            s += par[kRowFirstGh + i * dy + j] * shared[plan.py() + j * ny + iy];
         shared[plan.row_coef() + k] = s;
     }
     __syncthreads();
@@ -113,7 +120,8 @@ __global__ void spot_kernel(DevicePsf psf, const double* waves, SpotBox box)
     for (int k = threadIdx.x; k < ny * nx; k += blockDim.x) {
         const int iy = k / nx, ix = k % nx;
         double v = 0;
-        for (int i = 0; i < dx; ++i) v += shared[plan.row_coef() + iy * dx + i] * shared[plan.px() + i * nx + ix];
+        for (int i = 0; i < dx; ++i)
+            v += shared[plan.row_coef() + iy * dx + i] * shared[plan.px() + i * nx + ix];
         v = v > 0 ? v : 0.0;
         shared[plan.stamp() + k] = v;
         partial += v;
@@ -121,7 +129,8 @@ __global__ void spot_kernel(DevicePsf psf, const double* waves, SpotBox box)
     const double total = block_sum(partial, shared + plan.scratch());
     const double norm = total > 0 ? 1.0 / total : 0.0;
     double* out = box.values + (long long)blockIdx.x * ny * nx;
-    for (int k = threadIdx.x; k < ny * nx; k += blockDim.x) out[k] = shared[plan.stamp() + k] * norm;
+    for (int k = threadIdx.x; k < ny * nx; k += blockDim.x)
+        out[k] = shared[plan.stamp() + k] * norm;
     if (threadIdx.x == 0) {
         box.xc[blockIdx.x] = int(floor(x - psf.hsizex + 0.5));
         box.yc[blockIdx.x] = int(floor(y - psf.hsizey + 0.5));

@@ -47,7 +47,8 @@ bool stored_as_plain_floats(fitsfile* f, const std::string& path, int& bytes)
 {
     int status = 0;
     char url_type[FLEN_FILENAME] = {};
-    if (fits_url_type(f, url_type, &status) != 0 || std::strcmp(url_type, "file://") != 0) return false;
+    if (fits_url_type(f, url_type, &status) != 0 || std::strcmp(url_type, "file://") != 0)
+        return false;
     if (path.find_first_of("[]()") != std::string::npos) return false;  // extended file syntax
     if (fits_is_compressed_image(f, &status) != 0 || status != 0) return false;
     int bitpix = 0;
@@ -63,12 +64,14 @@ Status read_exactly(int fd, unsigned char* buffer, size_t size, long long offset
 {
     size_t done = 0;
     while (done < size) {
-        const ssize_t got = ::pread(fd, buffer + done, size - done, off_t(offset + (long long)done));
+        const ssize_t got =
+            ::pread(fd, buffer + done, size - done, off_t(offset + (long long)done));
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) {
-            return Status::io(path + ": cannot read HDU " + hdu_name + " at byte " +
-                              std::to_string(offset + (long long)done) +
-                              (got < 0 ? std::string(": ") + std::strerror(errno) : ": file is truncated"));
+            return Status::io(
+                path + ": cannot read HDU " + hdu_name + " at byte " +
+                std::to_string(offset + (long long)done) +
+                (got < 0 ? std::string(": ") + std::strerror(errno) : ": file is truncated"));
         }
         done += size_t(got);
     }
@@ -78,8 +81,8 @@ Status read_exactly(int fd, unsigned char* buffer, size_t size, long long offset
 }  // namespace
 
 Result<bool> read_float_columns_direct(fitsfile* f, const std::string& path,
-                                       const std::string& hdu_name, int ny, int nx,
-                                       int col_begin, int col_end, double* out)
+                                       const std::string& hdu_name, int ny, int nx, int col_begin,
+                                       int col_end, double* out)
 {
     int bytes = 0;
     if (!stored_as_plain_floats(f, path, bytes)) return false;

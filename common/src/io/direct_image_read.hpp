@@ -20,7 +20,7 @@ namespace ex2d::fits {
 /// false, having read nothing, where that does not hold: the caller then reads through
 /// CFITSIO. A failing read is an error naming the file and the HDU.
 Result<bool> read_float_columns_direct(fitsfile* f, const std::string& path,
-                                       const std::string& hdu_name, int ny, int nx,
-                                       int col_begin, int col_end, double* out);
+                                       const std::string& hdu_name, int ny, int nx, int col_begin,
+                                       int col_end, double* out);
 
 }  // namespace ex2d::fits

@@ -16,7 +16,10 @@ namespace ex2d::fits {
 
 #ifdef EX2D_HAVE_ISAL
 
-bool have_gzip_encoder() { return true; }
+bool have_gzip_encoder()
+{
+    return true;
+}
 
 Result<ByteBuffer> gzip_encode(const std::string& path, const std::uint8_t* in, std::size_t size)
 {
@@ -44,7 +47,8 @@ Result<ByteBuffer> gzip_encode(const std::string& path, const std::uint8_t* in, 
     z.avail_out = std::uint32_t(capacity);
     while (z.internal_state.state != ZSTATE_END) {
         const std::uint32_t in_before = z.total_in, out_before = z.total_out;
-        if (isal_deflate(&z) != COMP_OK) return Status::io(path + ": gzip compression failed (ISA-L)");
+        if (isal_deflate(&z) != COMP_OK)
+            return Status::io(path + ": gzip compression failed (ISA-L)");
         if (z.internal_state.state == ZSTATE_END) break;
         if (z.avail_out > 0) {
             if (z.total_in == in_before && z.total_out == out_before) {
@@ -66,7 +70,10 @@ Result<ByteBuffer> gzip_encode(const std::string& path, const std::uint8_t* in, 
 
 #else
 
-bool have_gzip_encoder() { return false; }
+bool have_gzip_encoder()
+{
+    return false;
+}
 
 Result<ByteBuffer> gzip_encode(const std::string& path, const std::uint8_t*, std::size_t)
 {

@@ -48,7 +48,10 @@ std::string pad_card(std::string card)
     return card;
 }
 
-bool is_hierarch(const std::string& card) { return card.compare(0, 9, "HIERARCH ") == 0; }
+bool is_hierarch(const std::string& card)
+{
+    return card.compare(0, 9, "HIERARCH ") == 0;
+}
 
 /// The value field of a card (text after the value indicator), or nullopt for cards
 /// without a value (COMMENT, HISTORY, blank, CONTINUE).
@@ -184,8 +187,10 @@ std::string format_double(double value)
     std::string s(buf);
     if (s.find('.') == std::string::npos) {
         size_t e = s.find('E');
-        if (e == std::string::npos) s += ".0";
-        else s.insert(e, ".0");
+        if (e == std::string::npos)
+            s += ".0";
+        else
+            s.insert(e, ".0");
     }
     return s;
 }
@@ -217,7 +222,10 @@ std::string card_keyword(const std::string& card)
 
 }  // namespace fits
 
-bool FitsHeader::has(const std::string& key) const { return find_card(cards, key) >= 0; }
+bool FitsHeader::has(const std::string& key) const
+{
+    return find_card(cards, key) >= 0;
+}
 
 std::optional<std::string> FitsHeader::get_string(const std::string& key) const
 {
@@ -228,9 +236,9 @@ std::optional<std::string> FitsHeader::get_string(const std::string& key) const
     ParsedValue v = parse_value(*field);
     std::string text = v.text;
     // Long-string convention: a value ending in '&' continues on the next CONTINUE card.
-    for (size_t next = size_t(i) + 1; v.quoted && !text.empty() && text.back() == '&' &&
-                                      next < cards.size() &&
-                                      fits::card_keyword(cards[next]) == "CONTINUE";
+    for (size_t next = size_t(i) + 1;
+         v.quoted && !text.empty() && text.back() == '&' && next < cards.size() &&
+         fits::card_keyword(cards[next]) == "CONTINUE";
          ++next) {
         text.pop_back();
         text += parse_value(cards[next].substr(8)).text;

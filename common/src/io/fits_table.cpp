@@ -5,7 +5,8 @@
 
 namespace ex2d {
 
-Result<std::vector<long long>> read_int_column(const FitsTableBlob& table, const std::string& column)
+Result<std::vector<long long>> read_int_column(const FitsTableBlob& table,
+                                               const std::string& column)
 {
     const std::string what = "in-memory table";
     fits::BlobReader reader;

@@ -71,14 +71,15 @@ long long raw_data_bytes(fitsfile* f, int* status)
 }
 
 const char* const kStructuralKeys[] = {
-    "SIMPLE", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT", "XTENSION", "BSCALE", "BZERO",
-    "EXTNAME", "CHECKSUM", "DATASUM", "TFIELDS", "THEAP", "END", "ZIMAGE", "ZCMPTYPE",
-    "ZBITPIX", "ZNAXIS", "ZMASKCMP", "ZSIMPLE", "ZTENSION", "ZEXTEND", "ZBLOCKED", "ZPCOUNT",
-    "ZGCOUNT", "ZHECKSUM", "ZDATASUM", "ZQUANTIZ", "ZDITHER0", "ZBLANK", "ZSCALE", "ZZERO",
+    "SIMPLE",   "BITPIX",   "NAXIS",    "EXTEND",   "PCOUNT",  "GCOUNT",   "XTENSION",
+    "BSCALE",   "BZERO",    "EXTNAME",  "CHECKSUM", "DATASUM", "TFIELDS",  "THEAP",
+    "END",      "ZIMAGE",   "ZCMPTYPE", "ZBITPIX",  "ZNAXIS",  "ZMASKCMP", "ZSIMPLE",
+    "ZTENSION", "ZEXTEND",  "ZBLOCKED", "ZPCOUNT",  "ZGCOUNT", "ZHECKSUM", "ZDATASUM",
+    "ZQUANTIZ", "ZDITHER0", "ZBLANK",   "ZSCALE",   "ZZERO",
 };
 const char* const kStructuralRoots[] = {
-    "NAXIS", "TTYPE", "TFORM", "TDIM", "TUNIT", "TNULL", "TSCAL", "TZERO", "TDISP",
-    "ZNAXIS", "ZTILE", "ZNAME", "ZVAL",
+    "NAXIS", "TTYPE", "TFORM",  "TDIM",  "TUNIT", "TNULL", "TSCAL",
+    "TZERO", "TDISP", "ZNAXIS", "ZTILE", "ZNAME", "ZVAL",
 };
 
 /// cfitsio adds these two COMMENT cards to every primary header it creates; copying them
@@ -166,13 +167,14 @@ Status scan_hdus(fitsfile* f, const std::string& path, std::vector<std::string>&
             fits_clear_errmsg();
             const long long size = f->Fptr->logfilesize;
             if (size == previous_end) break;
-            return Status::io(path + ": truncated file: " + std::to_string(size) +
-                              " bytes, HDU " + std::to_string(hdu - 1) + " ends at byte " +
+            return Status::io(path + ": truncated file: " + std::to_string(size) + " bytes, HDU " +
+                              std::to_string(hdu - 1) + " ends at byte " +
                               std::to_string(previous_end));
         }
         if (status) {
-            return io_error(path, "cannot read the header of HDU " + std::to_string(hdu) +
-                                      " (truncated file?)", status);
+            return io_error(
+                path, "cannot read the header of HDU " + std::to_string(hdu) + " (truncated file?)",
+                status);
         }
         char extname[FLEN_VALUE] = {0};
         if (fits_read_key(f, TSTRING, "EXTNAME", extname, nullptr, &status)) {
@@ -356,7 +358,8 @@ Result<MemoryFile> build_memory_file(const std::string& what, std::size_t size_h
     // `deltasize` is the least it grows by, so a hint of the final size makes that one
     // allocation instead of a realloc (an mremap, for large blocks) every 46 KB.
     const std::size_t block = 2880;
-    const std::size_t delta = std::max<std::size_t>((size_hint + block - 1) / block * block, block * 16);
+    const std::size_t delta =
+        std::max<std::size_t>((size_hint + block - 1) / block * block, block * 16);
     void* buffer = nullptr;
     size_t size = 0;
     fitsfile* mem = nullptr;
@@ -368,7 +371,8 @@ Result<MemoryFile> build_memory_file(const std::string& what, std::size_t size_h
     long long dataend = 0;
     // Both `buffer` and `size` are updated by cfitsio through their addresses as it grows.
     fits_create_memfile(&mem, &buffer, &size, delta, grow_buffer, &status);
-    Status result = status ? io_error(what, "cannot write a FITS file in memory", status) : Status::ok();
+    Status result =
+        status ? io_error(what, "cannot write a FITS file in memory", status) : Status::ok();
     if (result.is_ok()) result = body(mem);
     if (result.is_ok()) {
         fits_get_num_hdus(mem, &nhdus, &status);
@@ -382,18 +386,21 @@ Result<MemoryFile> build_memory_file(const std::string& what, std::size_t size_h
     MemoryFile file;
     file.data.reset(static_cast<std::uint8_t*>(buffer));
     file.size = size_t(dataend);
-    if (result.is_ok() && status) result = io_error(what, "cannot write a FITS file in memory", status);
+    if (result.is_ok() && status)
+        result = io_error(what, "cannot write a FITS file in memory", status);
     if (!result.is_ok()) return result;
     return file;
 }
 
 Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
-                                                     const std::function<int(fitsfile*)>& body)
+                                                    const std::function<int(fitsfile*)>& body)
 {
     EX2D_ASSIGN_OR_RETURN(MemoryFile file, build_memory_file(what, 0, [&](fitsfile* mem) {
-        const int status = body(mem);
-        return status ? io_error(what, "cannot write a FITS file in memory", status) : Status::ok();
-    }));
+                              const int status = body(mem);
+                              return status ? io_error(what, "cannot write a FITS file in memory",
+                                                       status)
+                                            : Status::ok();
+                          }));
     return std::vector<std::uint8_t>(file.data.get(), file.data.get() + file.size);
 }
 
@@ -448,8 +455,8 @@ std::string temporary_name(const std::string& path)
     std::string base = dot == std::string::npos ? name : name.substr(0, dot);
     std::string suffix = dot == std::string::npos ? std::string() : name.substr(dot);
     for (;;) {
-        std::string tmp_name = base + ".tmp-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(counter++) + suffix;
+        std::string tmp_name =
+            base + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix;
         std::filesystem::path tmp = p.parent_path() / tmp_name;
         std::error_code ec;
         if (!std::filesystem::exists(tmp, ec)) return tmp.string();
@@ -515,9 +522,8 @@ Status write_then_rename(const std::string& path,
 
 Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body)
 {
-    return write_then_rename(path, [&](const std::string& tmp) {
-        return write_through_cfitsio(path, tmp, body);
-    });
+    return write_then_rename(
+        path, [&](const std::string& tmp) { return write_through_cfitsio(path, tmp, body); });
 }
 
 Status write_atomically_from_memory(const std::string& path,

@@ -88,7 +88,7 @@ Result<MemoryFile> build_memory_file(const std::string& what, std::size_t size_h
 /// A new FITS file in memory, filled by `body` (which returns a cfitsio status), as the bytes
 /// from its start to the end of its last HDU. Errors name `what`.
 Result<std::vector<std::uint8_t>> write_memory_file(const std::string& what,
-                                                     const std::function<int(fitsfile*)>& body);
+                                                    const std::function<int(fitsfile*)>& body);
 
 /// Copies the current HDU of `src` into a new blob (empty primary + that HDU).
 Status copy_hdu_to_blob(fitsfile* src, const std::string& path, FitsTableBlob& blob);
@@ -115,8 +115,7 @@ std::string temporary_name(const std::string& path);
 /// Creates a temporary file next to `path`, lets `body` fill it, closes it and renames it to
 /// `path`. On any failure the temporary is removed and `path` is untouched. CFITSIO writes the
 /// file (a ".gz" name through its zlib path).
-Status write_atomically(const std::string& path,
-                        const std::function<Status(fitsfile*)>& body);
+Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body);
 
 /// The same, with the file built in memory (`size_hint`: its expected size in bytes, 0 if
 /// unknown) and written in one go; a ".gz" name is compressed as one gzip member by ISA-L

@@ -55,8 +55,7 @@ Result<FrameFile> read_frame(const std::string& path)
         return Status::format(path + ": HDU RESOLUTION is not [nspec][ndiag][nwave]");
     }
     frame.ndiag = int(naxes[1]);
-    EX2D_RETURN_NOT_OK(
-        read_array(f, path, names, "RESOLUTION", naxes, TDOUBLE, frame.resolution));
+    EX2D_RETURN_NOT_OK(read_array(f, path, names, "RESOLUTION", naxes, TDOUBLE, frame.resolution));
 
     if (fits::find_hdu(names, "CHI2PIX")) {
         EX2D_RETURN_NOT_OK(

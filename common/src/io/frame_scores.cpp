@@ -35,8 +35,8 @@ FrameScores compute_scores(const ExtractedFrame& frame, double dw)
 {
     FrameScores s;
     const std::vector<double>& wave = frame.wave;
-    double mean = wave.empty() ? 0.0
-                               : std::accumulate(wave.begin(), wave.end(), 0.0) / double(wave.size());
+    double mean =
+        wave.empty() ? 0.0 : std::accumulate(wave.begin(), wave.end(), 0.0) / double(wave.size());
     // desispec's fixed top hats, each inside the sensitive range of its arm.
     if (mean <= 5800) {
         s.band = 'b';

@@ -28,10 +28,9 @@ Status check_frame(const std::string& path, const Frame& frame)
     if (frame.wave.size() != size_t(frame.nwave) || frame.flux.size() != n ||
         frame.ivar.size() != n || frame.mask.size() != n || frame.chi2pix.size() != n ||
         frame.resolution.size() != n * size_t(frame.ndiag)) {
-        return Status::invalid(path + ": frame arrays do not match nspec=" +
-                               std::to_string(frame.nspec) + ", nwave=" +
-                               std::to_string(frame.nwave) + ", ndiag=" +
-                               std::to_string(frame.ndiag));
+        return Status::invalid(
+            path + ": frame arrays do not match nspec=" + std::to_string(frame.nspec) +
+            ", nwave=" + std::to_string(frame.nwave) + ", ndiag=" + std::to_string(frame.ndiag));
     }
     return Status::ok();
 }
@@ -131,9 +130,9 @@ FitsHeader frame_header(const Frame& frame, const FrameProvenance& prov,
         h.set_string("ORIG_PSF", *orig, "Original input PSF before shift");
     }
     set_dependency(h, "ex2d", EX2D_VERSION);
-    set_dependency(h, "cfitsio", std::to_string(CFITSIO_MAJOR) + "." +
-                                     std::to_string(CFITSIO_MINOR) + "." +
-                                     std::to_string(CFITSIO_MICRO));
+    set_dependency(h, "cfitsio",
+                   std::to_string(CFITSIO_MAJOR) + "." + std::to_string(CFITSIO_MINOR) + "." +
+                       std::to_string(CFITSIO_MICRO));
     set_dependency(h, "erfa", eraVersion());
     h.set_int("EXBUNDLE", opt.bundlesize, "ex2d fibres per bundle");
     h.set_int("EXNSUBB", opt.nsubbundles, "ex2d sub-bundles per bundle");
@@ -187,8 +186,7 @@ Status write_fibermap(fitsfile* f, const std::string& path, const StoredFrame& f
     if (prov.fibermap.empty()) {
         char* ttype[] = {const_cast<char*>("FIBER")};
         char* tform[] = {const_cast<char*>("J")};
-        fits_create_tbl(f, BINARY_TBL, frame.nspec, 1, ttype, tform, nullptr, "FIBERMAP",
-                        &status);
+        fits_create_tbl(f, BINARY_TBL, frame.nspec, 1, ttype, tform, nullptr, "FIBERMAP", &status);
         fits_write_col(f, TLONGLONG, 1, 1, 1, frame.nspec, const_cast<long long*>(fibers.data()),
                        &status);
         if (status) return fits::io_error(path, "cannot write HDU FIBERMAP", status);
@@ -240,9 +238,11 @@ Status check_scores(const std::string& path, const StoredFrame& frame)
     if (scores.nbins == 0) return Status::ok();
     bool consistent = scores.names.size() == scores.columns.size() &&
                       scores.comments.size() == scores.columns.size();
-    for (const auto& column : scores.columns) consistent = consistent && int(column.size()) == frame.nspec;
-    if (!consistent) return Status::invalid(path + ": SCORES columns do not match nspec=" +
-                                            std::to_string(frame.nspec));
+    for (const auto& column : scores.columns)
+        consistent = consistent && int(column.size()) == frame.nspec;
+    if (!consistent)
+        return Status::invalid(
+            path + ": SCORES columns do not match nspec=" + std::to_string(frame.nspec));
     return Status::ok();
 }
 
@@ -350,9 +350,10 @@ Status write_frame(const std::string& path, const StoredFrame& frame,
     if (provenance.write_scores) EX2D_RETURN_NOT_OK(check_scores(path, frame));
     EX2D_ASSIGN_OR_RETURN(std::vector<long long> fibers, frame_fibers(path, frame, provenance));
     const FitsHeader header = frame_header(frame, provenance, fibers);
-    return fits::write_atomically_from_memory(path, [&](fitsfile* f) {
-        return write_frame_hdus(f, path, frame, provenance, header, fibers);
-    }, expected_file_bytes(frame, provenance));
+    return fits::write_atomically_from_memory(
+        path,
+        [&](fitsfile* f) { return write_frame_hdus(f, path, frame, provenance, header, fibers); },
+        expected_file_bytes(frame, provenance));
 }
 
 Status write_model_image(const std::string& path, const ExtractedFrame& frame,
@@ -369,8 +370,9 @@ Status write_model_image(const std::string& path, const ExtractedFrame& frame,
     FitsHeader header = frame_header(frame, provenance, fibers);
     header.erase("BUNIT");
     return fits::write_atomically(path, [&](fitsfile* f) {
-        return write_image(f, path, "MODEL", DOUBLE_IMG, {long(frame.model_nx),
-                           long(frame.model_ny)}, TDOUBLE, frame.model.data(), &header);
+        return write_image(f, path, "MODEL", DOUBLE_IMG,
+                           {long(frame.model_nx), long(frame.model_ny)}, TDOUBLE,
+                           frame.model.data(), &header);
     });
 }
 

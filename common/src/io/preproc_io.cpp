@@ -14,7 +14,10 @@ namespace {
 
 constexpr std::uint32_t kMaskBad = 1;  // ccdmask BAD
 
-std::string shape_text(long ny, long nx) { return std::to_string(ny) + "x" + std::to_string(nx); }
+std::string shape_text(long ny, long nx)
+{
+    return std::to_string(ny) + "x" + std::to_string(nx);
+}
 
 /// Reads `columns` of every row of pixels of the current image HDU (the whole image when
 /// they span it) as `datatype` into out, [ny][columns].
@@ -36,8 +39,10 @@ Status read_columns(fitsfile* f, const std::string& path, const std::string& nam
     long step[2] = {1, 1};
     int status = 0, anynul = 0;
     if (fits_read_subset(f, datatype, first, last, step, nullptr, out, &anynul, &status)) {
-        return fits::io_error(path, "cannot read columns " + std::to_string(columns.begin) + ".." +
-                                        std::to_string(columns.end) + " of HDU " + name, status);
+        return fits::io_error(path,
+                              "cannot read columns " + std::to_string(columns.begin) + ".." +
+                                  std::to_string(columns.end) + " of HDU " + name,
+                              status);
     }
     return Status::ok();
 }
@@ -204,15 +209,18 @@ Result<PreprocImage> read_preproc_hdus(fitsfile* f, const std::string& path, Col
     EX2D_RETURN_NOT_OK(read_columns(f, path, "MASK", TINT, img.ny, ccd_nx, columns, as_int));
     for (std::uint32_t& m : img.mask) m &= 0xFFFFu;
     if (has_readnoise && with_readnoise) {
-        EX2D_RETURN_NOT_OK(read_plane(f, path, names, "READNOISE", img.ny, ccd_nx, columns,
-                                      img.readnoise));
+        EX2D_RETURN_NOT_OK(
+            read_plane(f, path, names, "READNOISE", img.ny, ccd_nx, columns, img.readnoise));
     }
     return img;
 }
 
 }  // namespace detail
 
-Result<PreprocImage> read_preproc(const std::string& path) { return read_preproc(path, {}); }
+Result<PreprocImage> read_preproc(const std::string& path)
+{
+    return read_preproc(path, {});
+}
 
 Result<PreprocImage> read_preproc(const std::string& path, ColumnRange columns,
                                   PreprocPlanes planes)
@@ -246,12 +254,13 @@ Status check_sizes(const std::string& path, const PreprocImage& img)
     const size_t npix = size_t(img.ny) * size_t(img.nx);
     if (img.ny < 1 || img.nx < 1) return Status::invalid(path + ": preproc image has no pixels");
     if (img.col_begin != 0 || img.ccd_width() != img.nx) {
-        return Status::invalid(path + ": a preproc image holding only some columns cannot be written");
+        return Status::invalid(path +
+                               ": a preproc image holding only some columns cannot be written");
     }
     if (img.image.size() != npix || img.ivar.size() != npix || img.mask.size() != npix ||
         (!img.readnoise.empty() && img.readnoise.size() != npix)) {
-        return Status::invalid(path + ": preproc arrays do not match ny x nx = " +
-                               shape_text(img.ny, img.nx));
+        return Status::invalid(
+            path + ": preproc arrays do not match ny x nx = " + shape_text(img.ny, img.nx));
     }
     for (std::uint32_t m : img.mask) {
         if (m > 32767) {
@@ -307,8 +316,8 @@ Status write_preproc_hdus(fitsfile* f, const std::string& path, const PreprocIma
 Status write_preproc(const std::string& path, const PreprocImage& img)
 {
     EX2D_RETURN_NOT_OK(check_sizes(path, img));
-    return fits::write_atomically(
-        path, [&](fitsfile* f) { return write_preproc_hdus(f, path, img); });
+    return fits::write_atomically(path,
+                                  [&](fitsfile* f) { return write_preproc_hdus(f, path, img); });
 }
 
 }  // namespace ex2d

@@ -109,9 +109,9 @@ Status read_psf_table(fitsfile* f, const std::string& path, int legdeg, double w
     if (status) return fits::io_error(path, "cannot read the PSF table layout", status);
     const int ncoef = legdeg + 1;
     if (ncoef < 1 || repeat % ncoef != 0 || (ndim == 2 && dims[0] != ncoef)) {
-        return Status::format(path + ": PSF COEFF column has " + std::to_string(repeat) +
-                              " values per row, not a multiple of LEGDEG+1 = " +
-                              std::to_string(ncoef));
+        return Status::format(
+            path + ": PSF COEFF column has " + std::to_string(repeat) +
+            " values per row, not a multiple of LEGDEG+1 = " + std::to_string(ncoef));
     }
     const int nfiber = int(repeat / ncoef);
     std::vector<double> coeff(size_t(nrows) * size_t(repeat), 0.0);
@@ -197,7 +197,8 @@ Result<GaussHermitePsf> read_psf(const std::string& path)
     return read_open_psf(file, path);
 }
 
-Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes, const std::string& name)
+Result<GaussHermitePsf> read_psf_bytes(const std::vector<std::uint8_t>& bytes,
+                                       const std::string& name)
 {
     if (bytes.empty()) return Status::format(name + ": empty PSF file" + kNotAPsf);
     // CFITSIO keeps pointers to these two for as long as the file is open.
@@ -224,8 +225,8 @@ std::vector<std::string> param_order(const GaussHermitePsf& psf)
             order.push_back("GH-" + std::to_string(i) + "-" + std::to_string(j));
         }
     }
-    for (const char* name : {"TAILAMP", "TAILCORE", "TAILXSCA", "TAILYSCA", "TAILINDE", "BUNDLE",
-                             "STATUS", "CONT"}) {
+    for (const char* name :
+         {"TAILAMP", "TAILCORE", "TAILXSCA", "TAILYSCA", "TAILINDE", "BUNDLE", "STATUS", "CONT"}) {
         order.push_back(name);
     }
     std::vector<std::string> rows;
@@ -299,8 +300,8 @@ Status write_psf_table(fitsfile* f, const std::string& path, const GaussHermiteP
     if (status) return fits::io_error(path, "cannot create the PSF table", status);
 
     // specex counts the fitted parameters only, not its BUNDLE/STATUS bookkeeping rows.
-    long nparams = long(rows.size()) - long(psf.params.count("BUNDLE")) -
-                   long(psf.params.count("STATUS"));
+    long nparams =
+        long(rows.size()) - long(psf.params.count("BUNDLE")) - long(psf.params.count("STATUS"));
     FitsHeader h = psf.psf_header;
     h.set_string("PSFTYPE", "GAUSS-HERMITE");
     h.set_string("PSFVER", "3");
@@ -325,8 +326,7 @@ Status write_psf_table(fitsfile* f, const std::string& path, const GaussHermiteP
         char* name = const_cast<char*>(rows[r].c_str());
         long long row = (long long)r + 1;
         fits_write_col(f, TSTRING, 1, row, 1, 1, &name, &status);
-        fits_write_col(f, TDOUBLE, 2, row, 1, repeat, const_cast<double*>(t.coef.data()),
-                       &status);
+        fits_write_col(f, TDOUBLE, 2, row, 1, repeat, const_cast<double*>(t.coef.data()), &status);
     }
     fits_write_col(f, TINT, 3, 1, 1, (long long)rows.size(), legdeg.data(), &status);
     fits_write_col(f, TINT, 4, 1, 1, (long long)rows.size(), legdeg.data(), &status);

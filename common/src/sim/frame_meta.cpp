@@ -45,10 +45,10 @@ int write_fibermap_hdu(fitsfile* fits, const SimulationOptions& opt, int petal,
 {
     int status = 0;
     fits_create_img(fits, BYTE_IMG, 0, nullptr, &status);
-    char* names[] = {const_cast<char*>("TARGETID"), const_cast<char*>("PETAL_LOC"),
+    char* names[] = {const_cast<char*>("TARGETID"),   const_cast<char*>("PETAL_LOC"),
                      const_cast<char*>("DEVICE_LOC"), const_cast<char*>("LOCATION"),
-                     const_cast<char*>("FIBER"), const_cast<char*>("FIBERSTATUS"),
-                     const_cast<char*>("TARGET_RA"), const_cast<char*>("TARGET_DEC"),
+                     const_cast<char*>("FIBER"),      const_cast<char*>("FIBERSTATUS"),
+                     const_cast<char*>("TARGET_RA"),  const_cast<char*>("TARGET_DEC"),
                      const_cast<char*>("OBJTYPE")};
     char* forms[] = {const_cast<char*>("K"), const_cast<char*>("I"), const_cast<char*>("J"),
                      const_cast<char*>("K"), const_cast<char*>("J"), const_cast<char*>("J"),
@@ -124,8 +124,7 @@ FitsHeader make_image_header(const SimulationOptions& opt, int petal, int npix_x
     h.set_string("DATE-OBS", iso_time(mid_night), "UTC start of the exposure");
     h.set_string("CCDSIZE", std::to_string(npix_x) + "," + std::to_string(npix_y),
                  "preproc CCD size (columns,rows)");
-    h.set_string("DETECTOR", opt.camera[0] == 'b' ? "SIM-E2V" : "SIM-LBNL",
-                 "simulated detector");
+    h.set_string("DETECTOR", opt.camera[0] == 'b' ? "SIM-E2V" : "SIM-LBNL", "simulated detector");
     h.set_string("BUNIT", "electron", "pixel units");
     h.set_string("ORIGIN", "ex2d simulate", "simulated frame with known truth");
     return h;

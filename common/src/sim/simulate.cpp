@@ -15,8 +15,8 @@ namespace ex2d {
 
 namespace {
 
-constexpr int kFibersPerChunk = 25;  // one bundle of spots in memory at a time
-constexpr int kWavesPerChunk = 512;  // bounds a chunk to ~20 MB of stamps
+constexpr int kFibersPerChunk = 25;    // one bundle of spots in memory at a time
+constexpr int kWavesPerChunk = 512;    // bounds a chunk to ~20 MB of stamps
 constexpr long kMaxExtension = 20000;  // photon-grid points added beyond each end, at most
 
 constexpr std::uint32_t kMaskBad = 1;
@@ -30,7 +30,10 @@ struct PhotonGrid {
 };
 
 /// numpy.arange(wmin, wmax + dw/2, dw): x[i] = wmin + i * ((wmin + dw) - wmin).
-double arange_step(double wmin, double dw) { return (wmin + dw) - wmin; }
+double arange_step(double wmin, double dw)
+{
+    return (wmin + dw) - wmin;
+}
 
 long arange_count(double wmin, double wmax, double dw)
 {
@@ -220,11 +223,11 @@ Result<SimulatedFrame> simulate_frame(const GaussHermitePsf& psf, const Simulati
 
     const PhotonGrid grid = make_photon_grid(psf, opt, wmin, wmax);
     const size_t ngrid = grid.wave.size();
-    logger()->info("simulate camera={} fibers={}-{} extraction_grid={}..{} step={} nwave={} "
-                   "photon_grid={}..{} nphoton={} seed={}",
-                   opt.camera, opt.specmin, opt.specmin + opt.nspec - 1, wmin, wmax, opt.dw,
-                   grid.n_extraction, ngrid ? grid.wave.front() : 0.0,
-                   ngrid ? grid.wave.back() : 0.0, ngrid, opt.seed);
+    logger()->info(
+        "simulate camera={} fibers={}-{} extraction_grid={}..{} step={} nwave={} "
+        "photon_grid={}..{} nphoton={} seed={}",
+        opt.camera, opt.specmin, opt.specmin + opt.nspec - 1, wmin, wmax, opt.dw, grid.n_extraction,
+        ngrid ? grid.wave.front() : 0.0, ngrid ? grid.wave.back() : 0.0, ngrid, opt.seed);
 
     // One generator for everything, used in a fixed order: spectra, bad columns, noise in
     // row-major pixel order, cosmics. The same seed thus gives the same frame.
@@ -284,10 +287,10 @@ Result<SimulatedFrame> simulate_frame(const GaussHermitePsf& psf, const Simulati
     for (std::uint32_t m : img.mask) n_masked += m != 0;
     double total = 0;
     for (double v : expected) total += v;
-    logger()->info("simulated camera={} pixels={}x{} expected_electrons={:.6g} masked_pixels={} "
-                   "noise={}",
-                   opt.camera, img.nx, img.ny, total, n_masked,
-                   opt.noise ? "poisson+read" : "none");
+    logger()->info(
+        "simulated camera={} pixels={}x{} expected_electrons={:.6g} masked_pixels={} "
+        "noise={}",
+        opt.camera, img.nx, img.ny, total, n_masked, opt.noise ? "poisson+read" : "none");
     return frame;
 }
 

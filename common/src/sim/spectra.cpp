@@ -21,13 +21,13 @@ struct Line {
 // sky_level 1: [OI] 5577, 6300, 6364, Na D, the OH Meinel bands that dominate the red and
 // near-IR sky, and the Hg street-lamp lines 4358, 5461 in the blue arm.
 constexpr Line kSkyLines[] = {
-    {4358.3, 600},  {5460.7, 800},  {5577.34, 5000}, {5889.95, 800},  {5895.92, 600},
-    {6300.30, 2500}, {6363.78, 800}, {6498.7, 400},  {6553.6, 500},   {6863.96, 1500},
-    {6923.2, 1200}, {7276.4, 1500}, {7316.3, 2000},  {7340.9, 1800},  {7369.2, 1500},
-    {7401.7, 1200}, {7571.8, 1000}, {7750.6, 2500},  {7794.1, 2500},  {7821.5, 2000},
-    {7913.7, 2500}, {7964.6, 3000}, {7993.3, 3500},  {8344.6, 5000},  {8399.2, 4000},
-    {8430.2, 4000}, {8465.4, 3500}, {8504.8, 3000},  {8791.2, 4000},  {8827.1, 5000},
-    {8885.8, 6000}, {8919.6, 5000}, {8958.1, 5500},  {9375.9, 6000},  {9439.7, 7000},
+    {4358.3, 600},   {5460.7, 800},  {5577.34, 5000}, {5889.95, 800}, {5895.92, 600},
+    {6300.30, 2500}, {6363.78, 800}, {6498.7, 400},   {6553.6, 500},  {6863.96, 1500},
+    {6923.2, 1200},  {7276.4, 1500}, {7316.3, 2000},  {7340.9, 1800}, {7369.2, 1500},
+    {7401.7, 1200},  {7571.8, 1000}, {7750.6, 2500},  {7794.1, 2500}, {7821.5, 2000},
+    {7913.7, 2500},  {7964.6, 3000}, {7993.3, 3500},  {8344.6, 5000}, {8399.2, 4000},
+    {8430.2, 4000},  {8465.4, 3500}, {8504.8, 3000},  {8791.2, 4000}, {8827.1, 5000},
+    {8885.8, 6000},  {8919.6, 5000}, {8958.1, 5500},  {9375.9, 6000}, {9439.7, 7000},
 };
 constexpr double kSkyLineSigma = 0.7;  // A: instrumental width of unresolved sky lines
 
@@ -41,9 +41,9 @@ constexpr Line kGalaxyLines[] = {
 // Stellar absorption lines (rest frame, A): Ca II K and H, Balmer series, Mg b, Na D and the
 // Ca II infrared triplet. strength = 1 for hydrogen, 0 for metals (depths depend on that).
 constexpr Line kStellarLines[] = {
-    {3933.66, 0}, {3968.47, 0}, {4101.74, 1}, {4340.47, 1}, {4861.33, 1}, {5172.68, 0},
-    {5183.60, 0}, {5889.95, 0}, {5895.92, 0}, {6562.80, 1}, {8498.02, 0}, {8542.09, 0},
-    {8662.14, 0},
+    {3933.66, 0}, {3968.47, 0}, {4101.74, 1}, {4340.47, 1}, {4861.33, 1},
+    {5172.68, 0}, {5183.60, 0}, {5889.95, 0}, {5895.92, 0}, {6562.80, 1},
+    {8498.02, 0}, {8542.09, 0}, {8662.14, 0},
 };
 
 constexpr double kFaintContinuum = 20.0;  // e/bin scale of the bright-star multiplier
@@ -108,20 +108,20 @@ void add_galaxy(const std::vector<double>& grid, double dw, std::mt19937_64& rng
         const double w = grid[i];
         double c = amplitude;
         switch (shape) {
-        case 0:  // flat in electrons per bin
-            break;
-        case 1:  // power law
-            c *= std::pow(w / 6500.0, slope);
-            break;
-        case 2:  // red galaxy: faint in the blue
-            c *= 0.2 + 0.8 * std::clamp((w - 3500.0) / 6500.0, 0.0, 1.0);
-            break;
-        case 3:  // blue galaxy: declining to the red
-            c *= std::exp(-(w - 3500.0) / 4000.0);
-            break;
-        default:  // 4000 A break of an old stellar population, redshifted
-            c *= 0.4 + 0.3 * (1.0 + std::tanh((w - break_wave) / 40.0));
-            break;
+            case 0:  // flat in electrons per bin
+                break;
+            case 1:  // power law
+                c *= std::pow(w / 6500.0, slope);
+                break;
+            case 2:  // red galaxy: faint in the blue
+                c *= 0.2 + 0.8 * std::clamp((w - 3500.0) / 6500.0, 0.0, 1.0);
+                break;
+            case 3:  // blue galaxy: declining to the red
+                c *= std::exp(-(w - 3500.0) / 4000.0);
+                break;
+            default:  // 4000 A break of an old stellar population, redshifted
+                c *= 0.4 + 0.3 * (1.0 + std::tanh((w - break_wave) / 40.0));
+                break;
         }
         out[i] += c;
     }
@@ -188,18 +188,18 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
         double* out = spectra.photons.data() + size_t(s) * ngrid;
         add_sky(grid, dw, opt.sky_level, out);
         switch (spectra.kinds[s]) {
-        case TargetKind::galaxy:
-            add_galaxy(grid, dw, rng, out);
-            break;
-        case TargetKind::star:
-            add_star(grid, log_uniform(rng, 3.0, 60.0), rng, out);
-            break;
-        case TargetKind::bright_star:
-            add_star(grid, kFaintContinuum * uniform(rng, 50.0, 200.0), rng, out);
-            break;
-        case TargetKind::sky:
-        case TargetKind::dark:
-            break;
+            case TargetKind::galaxy:
+                add_galaxy(grid, dw, rng, out);
+                break;
+            case TargetKind::star:
+                add_star(grid, log_uniform(rng, 3.0, 60.0), rng, out);
+                break;
+            case TargetKind::bright_star:
+                add_star(grid, kFaintContinuum * uniform(rng, 50.0, 200.0), rng, out);
+                break;
+            case TargetKind::sky:
+            case TargetKind::dark:
+                break;
         }
     }
     return spectra;

@@ -171,7 +171,10 @@ double gh_design(int i, int j, const FiberCoords& c, double t)
     return amplitude * std::cos(0.9 * i + 1.7 * j) * (1.0 + 0.5 * c.r - 0.4 * t);
 }
 
-std::string gh_name(int i, int j) { return "GH-" + std::to_string(i) + "-" + std::to_string(j); }
+std::string gh_name(int i, int j)
+{
+    return "GH-" + std::to_string(i) + "-" + std::to_string(j);
+}
 
 void fill_headers(GaussHermitePsf& psf, const std::string& camera, const ArmDefaults& arm)
 {
@@ -201,12 +204,12 @@ void fill_headers(GaussHermitePsf& psf, const std::string& camera, const ArmDefa
 ArmDefaults arm_defaults(Arm arm)
 {
     switch (arm) {
-    case Arm::b:
-        return {3600.0, 5800.0, 0.8, 4096, 4096, 3550.0, 5950.0, 0.04};
-    case Arm::r:
-        return {5760.0, 7620.0, 0.8, 4114, 4128, 5543.0, 7827.0, 0.01};
-    case Arm::z:
-        return {7520.0, 9824.0, 0.8, 4114, 4128, 7440.0, 9950.0, 0.01};
+        case Arm::b:
+            return {3600.0, 5800.0, 0.8, 4096, 4096, 3550.0, 5950.0, 0.04};
+        case Arm::r:
+            return {5760.0, 7620.0, 0.8, 4114, 4128, 5543.0, 7827.0, 0.01};
+        case Arm::z:
+            return {7520.0, 9824.0, 0.8, 4114, 4128, 7440.0, 9950.0, 0.01};
     }
     throw Error("arm_defaults: unknown arm");
 }
@@ -219,14 +222,14 @@ Result<Arm> parse_arm(const std::string& text)
                        (lower.size() == 2 && std::isdigit(static_cast<unsigned char>(lower[1])));
     if (valid) {
         switch (lower[0]) {
-        case 'b':
-            return Arm::b;
-        case 'r':
-            return Arm::r;
-        case 'z':
-            return Arm::z;
-        default:
-            break;
+            case 'b':
+                return Arm::b;
+            case 'r':
+                return Arm::r;
+            case 'z':
+                return Arm::z;
+            default:
+                break;
         }
     }
     return Status::invalid("unknown arm or camera '" + text +
@@ -236,12 +239,12 @@ Result<Arm> parse_arm(const std::string& text)
 char arm_letter(Arm arm)
 {
     switch (arm) {
-    case Arm::b:
-        return 'b';
-    case Arm::r:
-        return 'r';
-    case Arm::z:
-        return 'z';
+        case Arm::b:
+            return 'b';
+        case Arm::r:
+            return 'r';
+        case Arm::z:
+            return 'z';
     }
     throw Error("arm_letter: unknown arm");
 }
@@ -285,10 +288,9 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
         make_table(wmin, wmax, kParamNcoef, [sigx_base](const FiberCoords& c, double t) {
             return sigx_base + 0.05 * c.r * c.r + 0.10 * (t - 0.35) * (t - 0.35);
         });
-    psf.params["GHSIGY"] =
-        make_table(wmin, wmax, kParamNcoef, [](const FiberCoords& c, double t) {
-            return 1.05 + 0.04 * c.r * c.r + 0.14 * (t - 0.4) * (t - 0.4) - 0.02 * c.r * t;
-        });
+    psf.params["GHSIGY"] = make_table(wmin, wmax, kParamNcoef, [](const FiberCoords& c, double t) {
+        return 1.05 + 0.04 * c.r * c.r + 0.14 * (t - 0.4) * (t - 0.4) - 0.02 * c.r * t;
+    });
     for (int j = 0; j <= psf.ghdegy; ++j) {
         for (int i = 0; i <= psf.ghdegx; ++i) {
             psf.params[gh_name(i, j)] = make_table(
@@ -316,7 +318,8 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
 
 namespace ex2d {
 
-GaussHermitePsf crop_psf(const GaussHermitePsf& in, int nfiber, double wmin, double wmax, int margin)
+GaussHermitePsf crop_psf(const GaussHermitePsf& in, int nfiber, double wmin, double wmax,
+                         int margin)
 {
     if (nfiber <= 0 || nfiber > in.nspec() || !(wmax > wmin) || margin < 0) {
         throw Error("crop_psf: need 0 < nfiber <= " + std::to_string(in.nspec()) +

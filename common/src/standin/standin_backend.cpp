@@ -32,7 +32,8 @@ struct BatchShape {
 BatchShape shape_of(const PatchBatch& batch)
 {
     int fmin = batch.patches.front().core_fiber_begin, fmax = fmin;
-    int wmin = batch.patches.front().wave_begin + batch.patches.front().core_wave_offset, wmax = wmin;
+    int wmin = batch.patches.front().wave_begin + batch.patches.front().core_wave_offset,
+        wmax = wmin;
     for (const PatchGeometry& p : batch.patches) {
         fmin = std::min(fmin, p.core_fiber_begin);
         fmax = std::max(fmax, p.core_fiber_end);
@@ -81,8 +82,8 @@ public:
         }
         const BatchShape s = shape_of(batch);
         const std::vector<double>& padded = *batch.padded_wave;
-        const std::string held = describe(specmin_, frame_.nspec, frame_.nwave, frame_.wave.front(),
-                                          frame_.wave.back());
+        const std::string held =
+            describe(specmin_, frame_.nspec, frame_.nwave, frame_.wave.front(), frame_.wave.back());
         const std::string asked = describe(s.specmin, s.nspec, s.nwave, padded[s.wave_offset],
                                            padded[s.wave_offset + s.nwave - 1]);
         bool same = s.specmin == specmin_ && s.nspec == frame_.nspec && s.nwave == frame_.nwave;
@@ -94,8 +95,9 @@ public:
                                    " but the job asks for " + asked);
         }
         if (batch.psf->stamp_ny() != frame_.ndiag) {
-            return Status::invalid("stand-in frame " + path_ + " has " + std::to_string(frame_.ndiag) +
-                                   " resolution diagonals but PSF " + batch.psf->source + " gives " +
+            return Status::invalid("stand-in frame " + path_ + " has " +
+                                   std::to_string(frame_.ndiag) + " resolution diagonals but PSF " +
+                                   batch.psf->source + " gives " +
                                    std::to_string(batch.psf->stamp_ny()));
         }
         return Status::ok();
@@ -158,11 +160,13 @@ private:
 
 }  // namespace
 
-Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(const StandinBackendOptions& options)
+Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(
+    const StandinBackendOptions& options)
 {
     if (options.frame_path.empty()) {
-        return Status::invalid("backend standin needs a frame file written by `ex2d extract` "
-                               "(worker.standin_frame)");
+        return Status::invalid(
+            "backend standin needs a frame file written by `ex2d extract` "
+            "(worker.standin_frame)");
     }
     if (!(options.delay_s >= 0.0)) {
         return Status::invalid("stand-in delay " + std::to_string(options.delay_s) +

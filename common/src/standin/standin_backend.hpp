@@ -10,6 +10,7 @@
 namespace ex2d {
 
 /// Reads options.frame_path once; an unreadable or incomplete frame file is its status.
-Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(const StandinBackendOptions& options);
+Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(
+    const StandinBackendOptions& options);
 
 }  // namespace ex2d

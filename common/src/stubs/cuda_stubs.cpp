@@ -7,10 +7,14 @@ namespace ex2d {
 
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& /*options*/)
 {
-    throw NotCompiled("the CUDA backend is not part of this build (configure where nvcc is "
-                      "found, with EX2D_BUILD_CUDA=ON)");
+    throw NotCompiled(
+        "the CUDA backend is not part of this build (configure where nvcc is "
+        "found, with EX2D_BUILD_CUDA=ON)");
 }
 
-int cuda_device_count() { return 0; }
+int cuda_device_count()
+{
+    return 0;
+}
 
 }  // namespace ex2d

@@ -31,7 +31,10 @@ const ConfigKey* find_key(const std::string& name)
     return nullptr;
 }
 
-std::string section_of(const std::string& name) { return name.substr(0, name.find('.')); }
+std::string section_of(const std::string& name)
+{
+    return name.substr(0, name.find('.'));
+}
 
 /// Sections in the order of config_keys().
 std::vector<std::string> sections()
@@ -92,15 +95,22 @@ std::string env_name(const std::string& key)
 const char* type_name(ConfigType type)
 {
     switch (type) {
-    case ConfigType::string: return "STRING";
-    case ConfigType::integer: return "INTEGER";
-    case ConfigType::number: return "NUMBER";
-    case ConfigType::boolean: return "BOOLEAN";
+        case ConfigType::string:
+            return "STRING";
+        case ConfigType::integer:
+            return "INTEGER";
+        case ConfigType::number:
+            return "NUMBER";
+        case ConfigType::boolean:
+            return "BOOLEAN";
     }
     return "VALUE";
 }
 
-bool has_bounds(const ConfigKey& key) { return key.min > -1e299 || key.max < 1e299; }
+bool has_bounds(const ConfigKey& key)
+{
+    return key.min > -1e299 || key.max < 1e299;
+}
 
 std::string bounds_text(const ConfigKey& key)
 {
@@ -119,47 +129,48 @@ std::pair<bool, std::string> normalize(const ConfigKey& key, const std::string& 
 {
     const std::string text = trim(value);
     switch (key.type) {
-    case ConfigType::string:
-        if (!key.choices.empty() &&
-            std::find(key.choices.begin(), key.choices.end(), value) == key.choices.end()) {
-            return {false, "must be one of " + join(key.choices) + ", not '" + value + "'"};
+        case ConfigType::string:
+            if (!key.choices.empty() &&
+                std::find(key.choices.begin(), key.choices.end(), value) == key.choices.end()) {
+                return {false, "must be one of " + join(key.choices) + ", not '" + value + "'"};
+            }
+            return {true, value};
+        case ConfigType::boolean: {
+            const std::string word = lower(text);
+            if (word == "true" || word == "yes" || word == "on" || word == "1")
+                return {true, "true"};
+            if (word == "false" || word == "no" || word == "off" || word == "0") {
+                return {true, "false"};
+            }
+            return {false, "not a boolean (true/false, yes/no, on/off, 1/0): '" + value + "'"};
         }
-        return {true, value};
-    case ConfigType::boolean: {
-        const std::string word = lower(text);
-        if (word == "true" || word == "yes" || word == "on" || word == "1") return {true, "true"};
-        if (word == "false" || word == "no" || word == "off" || word == "0") {
-            return {true, "false"};
+        case ConfigType::integer: {
+            const char* begin = text.c_str() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+            const char* end = text.c_str() + text.size();
+            long long parsed = 0;
+            const auto result = std::from_chars(begin, end, parsed);
+            if (text.empty() || result.ec != std::errc() || result.ptr != end) {
+                return {false, "not an integer: '" + value + "'"};
+            }
+            if (double(parsed) < key.min || double(parsed) > key.max) {
+                return {false, "out of range " + bounds_text(key) + ": " + text};
+            }
+            return {true, std::to_string(parsed)};
         }
-        return {false, "not a boolean (true/false, yes/no, on/off, 1/0): '" + value + "'"};
-    }
-    case ConfigType::integer: {
-        const char* begin = text.c_str() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-        const char* end = text.c_str() + text.size();
-        long long parsed = 0;
-        const auto result = std::from_chars(begin, end, parsed);
-        if (text.empty() || result.ec != std::errc() || result.ptr != end) {
-            return {false, "not an integer: '" + value + "'"};
+        case ConfigType::number: {
+            const char* begin = text.c_str() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+            const char* end = text.c_str() + text.size();
+            double parsed = 0;
+            const auto result = std::from_chars(begin, end, parsed);
+            if (text.empty() || result.ec != std::errc() || result.ptr != end ||
+                !std::isfinite(parsed)) {
+                return {false, "not a number: '" + value + "'"};
+            }
+            if (parsed < key.min || parsed > key.max) {
+                return {false, "out of range " + bounds_text(key) + ": " + text};
+            }
+            return {true, format_number(parsed)};
         }
-        if (double(parsed) < key.min || double(parsed) > key.max) {
-            return {false, "out of range " + bounds_text(key) + ": " + text};
-        }
-        return {true, std::to_string(parsed)};
-    }
-    case ConfigType::number: {
-        const char* begin = text.c_str() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-        const char* end = text.c_str() + text.size();
-        double parsed = 0;
-        const auto result = std::from_chars(begin, end, parsed);
-        if (text.empty() || result.ec != std::errc() || result.ptr != end ||
-            !std::isfinite(parsed)) {
-            return {false, "not a number: '" + value + "'"};
-        }
-        if (parsed < key.min || parsed > key.max) {
-            return {false, "out of range " + bounds_text(key) + ": " + text};
-        }
-        return {true, format_number(parsed)};
-    }
     }
     return {false, "unsupported type"};
 }
@@ -272,8 +283,8 @@ Status Config::load(int argc, const char* const* argv)
         }
         std::ifstream in(config_file);
         if (!in) {
-            return Status::io(config_file + ": cannot read the configuration file: " +
-                              std::strerror(errno));
+            return Status::io(config_file +
+                              ": cannot read the configuration file: " + std::strerror(errno));
         }
         std::stringstream text;
         text << in.rdbuf();

@@ -44,15 +44,15 @@ ConfigKey secret_key(std::string name, std::string help)
 ConfigKey int_key(std::string name, std::string default_value, std::string help, double min,
                   double max = 1e18)
 {
-    return key(std::move(name), ConfigType::integer, std::move(default_value), std::move(help),
-               min, max);
+    return key(std::move(name), ConfigType::integer, std::move(default_value), std::move(help), min,
+               max);
 }
 
 ConfigKey number_key(std::string name, std::string default_value, std::string help, double min,
                      double max = 1e9)
 {
-    return key(std::move(name), ConfigType::number, std::move(default_value), std::move(help),
-               min, max);
+    return key(std::move(name), ConfigType::number, std::move(default_value), std::move(help), min,
+               max);
 }
 
 ConfigKey bool_key(std::string name, std::string default_value, std::string help)
@@ -75,12 +75,11 @@ std::vector<ConfigKey> make_keys()
                  "start even when Redis has no AOF or may evict keys"),
         int_key("redis.timeout_ms", "5000", "socket timeout of Redis commands", 1, 3600000),
 
-        number_key("queue.lease_s", "120", "a job's lease; its holder renews it every lease/3",
-                   1, 86400),
+        number_key("queue.lease_s", "120", "a job's lease; its holder renews it every lease/3", 1,
+                   86400),
         number_key("queue.reaper_interval_s", "10",
                    "how often expired leases are looked for and reclaimed", 0.1, 3600),
-        int_key("queue.max_deliveries", "5", "deliveries before a job is dead-lettered", 1,
-                1000),
+        int_key("queue.max_deliveries", "5", "deliveries before a job is dead-lettered", 1, 1000),
 
         string_key("zmq.bind", "tcp://127.0.0.1:*",
                    "where readers and writers bind (ipc:// on one node, tcp:// between nodes; "
@@ -90,13 +89,13 @@ std::vector<ConfigKey> make_keys()
         int_key("zmq.max_message_bytes", "1073741824",
                 "largest message part accepted (ZMQ_MAXMSGSIZE)", 1, 1e18),
         int_key("zmq.heartbeat_ivl_ms", "1000", "ZMTP heartbeat interval", 1, 3600000),
-        int_key("zmq.heartbeat_timeout_ms", "3000",
-                "a peer silent for this long is disconnected", 1, 3600000),
-        number_key("zmq.discovery_interval_s", "1", "how often peers are looked up in Redis",
-                   0.01, 3600),
+        int_key("zmq.heartbeat_timeout_ms", "3000", "a peer silent for this long is disconnected",
+                1, 3600000),
+        number_key("zmq.discovery_interval_s", "1", "how often peers are looked up in Redis", 0.01,
+                   3600),
         number_key("zmq.peer_timeout_s", "10",
-                   "a peer with no traffic for this long is dropped and its credit returned",
-                   0.1, 86400),
+                   "a peer with no traffic for this long is dropped and its credit returned", 0.1,
+                   86400),
         string_key("zmq.curve_secret_key_file", "",
                    "this process's CURVE secret key file (ex2dctl keygen); set = CURVE on tcp://"),
         string_key("zmq.curve_allowed_keys", "",
@@ -109,25 +108,22 @@ std::vector<ConfigKey> make_keys()
                    "process name in Redis and logs; empty = {role}-{host}-{pid}"),
         string_key("service.http_host", "127.0.0.1",
                    "/healthz /readyz /metrics bind address (0.0.0.0 in pods)"),
-        int_key("service.http_port", "0", "HTTP port; 0 = any free port (advertised in Redis)",
-                0, kMaxPort),
-        choice_key("service.log_level", "info",
-                   "trace, debug, info, warning, error or critical",
+        int_key("service.http_port", "0", "HTTP port; 0 = any free port (advertised in Redis)", 0,
+                kMaxPort),
+        choice_key("service.log_level", "info", "trace, debug, info, warning, error or critical",
                    {"trace", "debug", "info", "warning", "warn", "error", "critical"}),
         number_key("service.heartbeat_interval_s", "5",
                    "how often the process refreshes its registration in Redis", 0.1, 3600),
         number_key("service.heartbeat_ttl_s", "15",
                    "registration expires this long after the last heartbeat", 0.1, 86400),
         number_key("service.drain_timeout_s", "25",
-                   "time allowed to finish in-flight work after SIGTERM (< 30 s grace)", 0,
-                   3600),
-        int_key("service.max_frames", "0",
-                "exit after this many frames (0 = run until stopped)", 0),
+                   "time allowed to finish in-flight work after SIGTERM (< 30 s grace)", 0, 3600),
+        int_key("service.max_frames", "0", "exit after this many frames (0 = run until stopped)",
+                0),
 
         int_key("reader.prefetch", "1", "frames read ahead of the workers' credit", 0, 1000),
         int_key("reader.credit_hold_ms", "500",
-                "how long a worker's credit waits for a frame before no_work is sent", 0,
-                3600000),
+                "how long a worker's credit waits for a frame before no_work is sent", 0, 3600000),
 
         choice_key("worker.backend", "cpu",
                    "extraction backend: cpu, cuda or auto (standin: test builds only)",
@@ -137,26 +133,22 @@ std::vector<ConfigKey> make_keys()
         int_key("worker.device", "0", "CUDA device index", 0, 1024),
         number_key("worker.gpu_memory_gib", "3", "device memory budget of one worker, GiB", 0,
                    4096),
-        int_key("worker.credit", "2", "frames a worker asks for ahead of the one in hand", 1,
-                1000),
+        int_key("worker.credit", "2", "frames a worker asks for ahead of the one in hand", 1, 1000),
         number_key("worker.result_timeout_s", "120",
-                   "an extracted frame no writer takes within this long is handed back", 1,
-                   86400),
+                   "an extracted frame no writer takes within this long is handed back", 1, 86400),
         string_key("worker.standin_frame", "",
                    "frame file (from ex2d extract) the standin backend returns"),
         number_key("worker.standin_delay_s", "0.5",
-                   "seconds the standin backend sleeps per frame, as a GPU would extract it",
-                   0, 3600),
+                   "seconds the standin backend sleeps per frame, as a GPU would extract it", 0,
+                   3600),
 
-        bool_key("writer.fsync", "true",
-                 "fsync files and directories before acknowledging"),
-        int_key("writer.credit", "1", "results a writer grants ahead of the ones it writes",
-                1, 1000),
+        bool_key("writer.fsync", "true", "fsync files and directories before acknowledging"),
+        int_key("writer.credit", "1", "results a writer grants ahead of the ones it writes", 1,
+                1000),
         int_key("writer.write_threads", "1",
                 "threads that decode and write results, each holding one beyond the credit", 1, 64),
         number_key("writer.sweep_interval_s", "10",
-                   "how often temporary files of writers that are gone are removed", 0.1,
-                   86400),
+                   "how often temporary files of writers that are gone are removed", 0.1, 86400),
     };
 }
 

@@ -19,34 +19,47 @@ long long unix_ms()
 const char* to_string(Fence fence)
 {
     switch (fence) {
-    case Fence::applied: return "applied";
-    case Fence::stale: return "stale_epoch";
-    case Fence::gone: return "not_pending";
+        case Fence::applied:
+            return "applied";
+        case Fence::stale:
+            return "stale_epoch";
+        case Fence::gone:
+            return "not_pending";
     }
     return "?";
 }
 
 std::map<std::string, std::string> Job::fields() const
 {
-    return {{"job", job},         {"lane", lane},     {"campaign", campaign}, {"night", night},
-            {"expid", expid},     {"camera", camera}, {"preproc", preproc},   {"psf", psf},
-            {"output", output},   {"options", options}};
+    return {{"job", job},       {"lane", lane},      {"campaign", campaign}, {"night", night},
+            {"expid", expid},   {"camera", camera},  {"preproc", preproc},   {"psf", psf},
+            {"output", output}, {"options", options}};
 }
 
 Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fields)
 {
     Job j;
     for (const auto& [k, v] : fields) {
-        if (k == "job") j.job = v;
-        else if (k == "lane") j.lane = v;
-        else if (k == "campaign") j.campaign = v;
-        else if (k == "night") j.night = v;
-        else if (k == "expid") j.expid = v;
-        else if (k == "camera") j.camera = v;
-        else if (k == "preproc") j.preproc = v;
-        else if (k == "psf") j.psf = v;
-        else if (k == "output") j.output = v;
-        else if (k == "options") j.options = v;
+        if (k == "job")
+            j.job = v;
+        else if (k == "lane")
+            j.lane = v;
+        else if (k == "campaign")
+            j.campaign = v;
+        else if (k == "night")
+            j.night = v;
+        else if (k == "expid")
+            j.expid = v;
+        else if (k == "camera")
+            j.camera = v;
+        else if (k == "preproc")
+            j.preproc = v;
+        else if (k == "psf")
+            j.psf = v;
+        else if (k == "output")
+            j.output = v;
+        else if (k == "options")
+            j.options = v;
     }
     return j;
 }
@@ -60,8 +73,8 @@ std::string script(const char* body, bool fenced)
 
 std::vector<std::string> base_args(const std::string& ns, const Job& job)
 {
-    return {ns, job.stream, job.stream_id, std::to_string(job.epoch), job.campaign, job.expid,
-            job.camera};
+    return {ns,           job.stream, job.stream_id, std::to_string(job.epoch),
+            job.campaign, job.expid,  job.camera};
 }
 
 Result<Fence> to_fence(const RedisValue& v)
@@ -90,8 +103,8 @@ std::optional<Job> entry_to_job(const RedisValue& entry, const std::string& stre
 Status ControlPlane::ensure_group(const std::string& stream)
 {
     if (streams_with_group_.count(stream)) return Status::ok();
-    EX2D_ASSIGN_OR_RETURN(RedisValue v,
-                          redis_.command({"XGROUP", "CREATE", stream, kReaderGroup, "0", "MKSTREAM"}));
+    EX2D_ASSIGN_OR_RETURN(
+        RedisValue v, redis_.command({"XGROUP", "CREATE", stream, kReaderGroup, "0", "MKSTREAM"}));
     if (v.is_error() && v.str.find("BUSYGROUP") == std::string::npos) {
         return Status::io("redis: XGROUP CREATE " + stream + ": " + v.str);
     }
@@ -113,8 +126,9 @@ Result<std::vector<std::string>> ControlPlane::lane_streams()
 Result<bool> ControlPlane::submit(const Job& job, bool force)
 {
     EX2D_RETURN_NOT_OK(ensure_group(job.stream));
-    std::vector<std::string> args = {ns_,       job.stream,  "",        force ? "1" : "0",
-                                     job.campaign, job.expid, job.camera, job.lane, job.night};
+    std::vector<std::string> args = {ns_,          job.stream, "",         force ? "1" : "0",
+                                     job.campaign, job.expid,  job.camera, job.lane,
+                                     job.night};
     for (const auto& [k, v] : job.fields()) {
         args.push_back(k);
         args.push_back(v);
@@ -142,8 +156,9 @@ Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job
 
 // The job of a stream entry, taken for `who` with its epoch set; nullopt for an entry that is
 // not a job or is no longer pending.
-Result<std::optional<Job>> take_job(RedisClient& redis, const std::string& ns, const RedisValue& entry,
-                                    const std::string& stream, const Actor& who)
+Result<std::optional<Job>> take_job(RedisClient& redis, const std::string& ns,
+                                    const RedisValue& entry, const std::string& stream,
+                                    const Actor& who)
 {
     std::optional<Job> job = entry_to_job(entry, stream);
     if (!job) return job;
@@ -157,9 +172,9 @@ Result<std::optional<Job>> take_job(RedisClient& redis, const std::string& ns, c
 
 Result<std::optional<Job>> ControlPlane::take_new(const std::string& stream, const Actor& consumer)
 {
-    EX2D_ASSIGN_OR_RETURN(RedisValue v,
-                          redis_.command({"XREADGROUP", "GROUP", kReaderGroup, consumer.name,
-                                          "COUNT", "1", "STREAMS", stream, ">"}));
+    EX2D_ASSIGN_OR_RETURN(
+        RedisValue v, redis_.command({"XREADGROUP", "GROUP", kReaderGroup, consumer.name, "COUNT",
+                                      "1", "STREAMS", stream, ">"}));
     if (v.is_error()) {
         if (v.str.find("NOGROUP") != std::string::npos) {
             streams_with_group_.erase(stream);
@@ -178,13 +193,16 @@ Result<std::vector<Job>> ControlPlane::wait_for_new(const std::vector<std::strin
                                                     const Actor& consumer, long block_ms)
 {
     std::vector<Job> jobs;
-    std::vector<std::string> args = {"XREADGROUP", "GROUP", kReaderGroup, consumer.name, "COUNT", "1",
-                                     "BLOCK", std::to_string(std::max(1L, block_ms)), "STREAMS"};
+    std::vector<std::string> args = {
+        "XREADGROUP", "GROUP", kReaderGroup, consumer.name,
+        "COUNT",      "1",     "BLOCK",      std::to_string(std::max(1L, block_ms)),
+        "STREAMS"};
     args.insert(args.end(), streams.begin(), streams.end());
     args.insert(args.end(), streams.size(), ">");
     EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command(args));
     if (v.is_error()) {
-        if (v.str.find("NOGROUP") == std::string::npos) return Status::io("redis XREADGROUP: " + v.str);
+        if (v.str.find("NOGROUP") == std::string::npos)
+            return Status::io("redis XREADGROUP: " + v.str);
         // A lane whose group is gone (a campaign stream deleted and re-created): make it again.
         for (const auto& stream : streams) streams_with_group_.erase(stream);
         for (const auto& stream : streams) EX2D_RETURN_NOT_OK(ensure_group(stream));
@@ -201,7 +219,8 @@ Result<std::vector<Job>> ControlPlane::wait_for_new(const std::vector<std::strin
     for (const auto& stream : streams) {
         auto found = by_stream.find(stream);
         if (found == by_stream.end()) continue;
-        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job, take_job(redis_, ns_, *found->second, stream, consumer));
+        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job,
+                              take_job(redis_, ns_, *found->second, stream, consumer));
         if (job) jobs.push_back(std::move(*job));
     }
     return jobs;
@@ -218,11 +237,12 @@ Result<std::vector<Job>> ControlPlane::take_own_pending(const std::string& strea
         if (row.elements.empty()) continue;
         // XCLAIM without JUSTID increments the delivery count: the new epoch fences whoever
         // held the job before this restart.
-        EX2D_ASSIGN_OR_RETURN(RedisValue c, redis_.command({"XCLAIM", stream, kReaderGroup,
-                                                            consumer.name, "0",
-                                                            row.elements[0].str}));
+        EX2D_ASSIGN_OR_RETURN(RedisValue c,
+                              redis_.command({"XCLAIM", stream, kReaderGroup, consumer.name, "0",
+                                              row.elements[0].str}));
         if (c.is_error() || c.elements.empty()) continue;
-        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job, take_job(redis_, ns_, c.elements[0], stream, consumer));
+        EX2D_ASSIGN_OR_RETURN(std::optional<Job> job,
+                              take_job(redis_, ns_, c.elements[0], stream, consumer));
         if (job) jobs.push_back(std::move(*job));
     }
     return jobs;
@@ -238,9 +258,9 @@ Result<std::vector<Job>> ControlPlane::reap(const std::string& stream, const Act
     // entries per call, and expired leases may sit behind many live ones.
     std::string cursor = "0-0";
     do {
-        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"XAUTOCLAIM", stream, kReaderGroup,
-                                                            consumer.name, std::to_string(lease_ms),
-                                                            cursor, "COUNT", "100"}));
+        EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                              redis_.command({"XAUTOCLAIM", stream, kReaderGroup, consumer.name,
+                                              std::to_string(lease_ms), cursor, "COUNT", "100"}));
         if (v.is_error() || v.elements.size() < 2) break;
         cursor = v.elements[0].str;
         for (auto& e : v.elements[1].elements) claimed.push_back(std::move(e));
@@ -277,7 +297,10 @@ Result<Fence> ControlPlane::fenced(const std::string& body, const Job& job,
     return to_fence(v);
 }
 
-Result<Fence> ControlPlane::renew(const Job& job) { return fenced(lua::kRenew, job, {}); }
+Result<Fence> ControlPlane::renew(const Job& job)
+{
+    return fenced(lua::kRenew, job, {});
+}
 
 Result<Fence> ControlPlane::advance(const Job& job, const std::string& state, const Actor& actor)
 {
@@ -297,8 +320,9 @@ Result<Fence> ControlPlane::fail(const Job& job, const std::string& error, const
 Result<Fence> ControlPlane::finish(const Job& job, const std::string& checksum, long long bytes,
                                    const Actor& actor)
 {
-    return fenced(lua::kFinish, job,
-                  {checksum, std::to_string(bytes), actor.host, std::to_string(actor.pid), actor.name});
+    return fenced(
+        lua::kFinish, job,
+        {checksum, std::to_string(bytes), actor.host, std::to_string(actor.pid), actor.name});
 }
 
 Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms)
@@ -311,11 +335,13 @@ Result<long long> ControlPlane::cancel_queued(const std::string& campaign)
     long long total = 0;
     std::string after;
     for (;;) {
-        const std::vector<std::string> args = {ns_, campaign_stream(campaign), after, "1000",
-                                               campaign, "", ""};
-        EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.eval(script(lua::kCancelQueued, false), {}, args));
+        const std::vector<std::string> args = {
+            ns_, campaign_stream(campaign), after, "1000", campaign, "", ""};
+        EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                              redis_.eval(script(lua::kCancelQueued, false), {}, args));
         if (v.is_error() || v.elements.size() != 2) {
-            return Status::io("redis cancel " + campaign + ": " + (v.is_error() ? v.str : "unexpected reply"));
+            return Status::io("redis cancel " + campaign + ": " +
+                              (v.is_error() ? v.str : "unexpected reply"));
         }
         total += v.elements[0].as_int();
         after = v.elements[1].str;
@@ -327,7 +353,8 @@ Result<std::map<std::string, std::string>> ControlPlane::frame(const std::string
                                                                const std::string& expid,
                                                                const std::string& camera)
 {
-    EX2D_ASSIGN_OR_RETURN(RedisValue v, redis_.command({"HGETALL", frame_key(campaign, expid, camera)}));
+    EX2D_ASSIGN_OR_RETURN(RedisValue v,
+                          redis_.command({"HGETALL", frame_key(campaign, expid, camera)}));
     std::map<std::string, std::string> out;
     for (const auto& [k, val] : v.pairs()) out[k] = val;
     return out;

@@ -47,8 +47,8 @@ void warn_if_world_readable(const std::string& path, const char* what)
 {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH)) {
-        logger()->warn("{} {} is readable by every user (mode {:o}); make it 0600 or 0400",
-                       what, path, st.st_mode & 07777);
+        logger()->warn("{} {} is readable by every user (mode {:o}); make it 0600 or 0400", what,
+                       path, st.st_mode & 07777);
     }
 }
 
@@ -80,7 +80,10 @@ bool is_z85_key(const std::string& text)
     return zmq_z85_decode(bytes, text.c_str()) != nullptr;
 }
 
-std::string key_fingerprint(const std::string& public_key) { return public_key.substr(0, 8); }
+std::string key_fingerprint(const std::string& public_key)
+{
+    return public_key.substr(0, 8);
+}
 
 Result<CurveKeyPair> generate_curve_keypair()
 {
@@ -99,8 +102,8 @@ Result<CurveKeyPair> read_curve_secret_key(const std::string& path)
 {
     std::ifstream in(path);
     if (!in) {
-        return Status::invalid(path + ": cannot read the CURVE secret key file: " +
-                               std::strerror(errno));
+        return Status::invalid(path +
+                               ": cannot read the CURVE secret key file: " + std::strerror(errno));
     }
     std::string found;
     for (std::string line; std::getline(in, line);) {
@@ -119,8 +122,9 @@ Result<CurveKeyPair> read_curve_secret_key(const std::string& path)
     }
     if (!is_z85_key(found)) {
         // The file's contents are a secret: the message says what was expected, not what was found.
-        return Status::invalid(path + ": no CURVE secret key (a line of 40 Z85 characters, as "
-                                      "written by ex2dctl keygen)");
+        return Status::invalid(path +
+                               ": no CURVE secret key (a line of 40 Z85 characters, as "
+                               "written by ex2dctl keygen)");
     }
     warn_if_world_readable(path, "CURVE secret key file");
     char public_key[kCurveKeyChars + 1] = {};
@@ -140,7 +144,8 @@ Result<CurveAllowList> read_curve_public_keys(const std::string& path)
             if (name.empty() || name[0] == '.') continue;
             if (entry.is_regular_file(ec)) files.push_back(entry.path().string());
         }
-        if (ec) return Status::invalid(path + ": cannot list the CURVE public keys: " + ec.message());
+        if (ec)
+            return Status::invalid(path + ": cannot list the CURVE public keys: " + ec.message());
         std::sort(files.begin(), files.end());
     } else {
         files.push_back(path);
@@ -149,8 +154,8 @@ Result<CurveAllowList> read_curve_public_keys(const std::string& path)
     for (const auto& file : files) {
         std::ifstream in(file);
         if (!in) {
-            return Status::invalid(file + ": cannot read the CURVE public keys: " +
-                                   std::strerror(errno));
+            return Status::invalid(file +
+                                   ": cannot read the CURVE public keys: " + std::strerror(errno));
         }
         int number = 0;
         for (std::string line; std::getline(in, line);) {
@@ -215,12 +220,16 @@ Status write_curve_key_files(const CurveKeyPair& keys, const std::string& secret
     };
     EX2D_RETURN_NOT_OK(write(secret_path,
                              "# ex2d CURVE secret key (Z85). Keep it private: mode 0600, a "
-                             "Kubernetes Secret.\n" + keys.secret_key + "\n",
+                             "Kubernetes Secret.\n" +
+                                 keys.secret_key + "\n",
                              0600));
     return write(public_path, keys.public_key + "\n", 0644);
 }
 
-bool is_tcp_endpoint(const std::string& endpoint) { return endpoint.rfind("tcp://", 0) == 0; }
+bool is_tcp_endpoint(const std::string& endpoint)
+{
+    return endpoint.rfind("tcp://", 0) == 0;
+}
 
 bool is_loopback_endpoint(const std::string& endpoint)
 {
@@ -279,7 +288,8 @@ void ZapHandler::run()
         try {
             if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
             std::vector<zmq::message_t> parts;
-            if (!zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait)) {
+            if (!zmq::recv_multipart(socket_, std::back_inserter(parts),
+                                     zmq::recv_flags::dontwait)) {
                 continue;
             }
             std::vector<std::string> request;
@@ -322,7 +332,8 @@ HandshakeMonitor::HandshakeMonitor(zmq::context_t& context, zmq::socket_t& socke
     : pair_(context, zmq::socket_type::pair), label_(label), metrics_(metrics)
 {
     static std::atomic<int> counter{0};
-    const std::string address = "inproc://ex2d-handshakes-" + label + "-" + std::to_string(++counter);
+    const std::string address =
+        "inproc://ex2d-handshakes-" + label + "-" + std::to_string(++counter);
     if (zmq_socket_monitor(socket.handle(), address.c_str(),
                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
         throw zmq::error_t();
@@ -331,7 +342,10 @@ HandshakeMonitor::HandshakeMonitor(zmq::context_t& context, zmq::socket_t& socke
     pair_.connect(address);
 }
 
-HandshakeMonitor::~HandshakeMonitor() { pair_.close(); }
+HandshakeMonitor::~HandshakeMonitor()
+{
+    pair_.close();
+}
 
 int HandshakeMonitor::poll()
 {
@@ -339,7 +353,8 @@ int HandshakeMonitor::poll()
     for (;;) {
         std::vector<zmq::message_t> parts;
         try {
-            if (!zmq::recv_multipart(pair_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
+            if (!zmq::recv_multipart(pair_, std::back_inserter(parts), zmq::recv_flags::dontwait))
+                break;
         } catch (const zmq::error_t&) {
             break;
         }
@@ -351,7 +366,8 @@ int HandshakeMonitor::poll()
         std::memcpy(&value, static_cast<const char*>(parts[0].data()) + 2, 4);
         const std::string endpoint = parts[1].to_string();
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-            if (reported_.erase(endpoint)) logger()->info("{} handshake with {} succeeded", label_, endpoint);
+            if (reported_.erase(endpoint))
+                logger()->info("{} handshake with {} succeeded", label_, endpoint);
             continue;
         }
         if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
@@ -360,9 +376,10 @@ int HandshakeMonitor::poll()
         if (metrics_) metrics_->peers_refused("handshake_refused").Increment();
         if (!reported_[endpoint]) {
             reported_[endpoint] = true;
-            logger()->error("{} handshake refused by {} (status {}): this process's CURVE public "
-                            "key is not in that server's zmq.curve_allowed_keys",
-                            label_, endpoint, value);
+            logger()->error(
+                "{} handshake refused by {} (status {}): this process's CURVE public "
+                "key is not in that server's zmq.curve_allowed_keys",
+                label_, endpoint, value);
         }
     }
     return refused;
@@ -382,12 +399,14 @@ Result<std::unique_ptr<SocketSecurity>> SocketSecurity::from_config(const Config
             return Status::invalid("zmq.curve_secret_key_file is set but this libzmq has no CURVE");
         }
         auto read = read_curve_secret_key(secret_file);
-        if (!read.is_ok()) return Status::invalid("zmq.curve_secret_key_file: " + read.status().message());
+        if (!read.is_ok())
+            return Status::invalid("zmq.curve_secret_key_file: " + read.status().message());
         keys = std::move(read).value();
     }
     if (!allowed_path.empty()) {
         auto read = read_curve_public_keys(allowed_path);
-        if (!read.is_ok()) return Status::invalid("zmq.curve_allowed_keys: " + read.status().message());
+        if (!read.is_ok())
+            return Status::invalid("zmq.curve_allowed_keys: " + read.status().message());
         allowed = std::move(read).value();
         if (allowed.empty()) {
             return Status::invalid("zmq.curve_allowed_keys: " + allowed_path + " lists no key");

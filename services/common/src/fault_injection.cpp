@@ -33,7 +33,10 @@ bool test_poisoned(const std::string& job_id)
 // Release builds (images, EX2D_TEST_HOOKS=OFF): a stray variable in a deployment can neither
 // slow a frame down nor kill a worker.
 void test_delay(const char*) {}
-bool test_poisoned(const std::string&) { return false; }
+bool test_poisoned(const std::string&)
+{
+    return false;
+}
 
 #endif
 

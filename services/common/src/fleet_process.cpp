@@ -30,9 +30,9 @@ LogContext job_log_context(const Job& job)
     return {job.job, job.night, job.expid, job.camera, job.epoch};
 }
 
-std::optional<wire::IncomingMessage> decode_or_drop(std::vector<zmq::message_t>&& parts,
-                                                    ServiceContext& ctx,
-                                                    std::initializer_list<wire::MessageType> accepted)
+std::optional<wire::IncomingMessage> decode_or_drop(
+    std::vector<zmq::message_t>&& parts, ServiceContext& ctx,
+    std::initializer_list<wire::MessageType> accepted)
 {
     std::size_t bytes = 0;
     for (const auto& p : parts) bytes += p.size();

@@ -17,26 +17,38 @@ Result<ExtractionOptions> options_from_json(const std::string& text)
     ExtractionOptions o;
     if (text.empty()) return o;
     json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status::format("options: not a JSON object: " + text);
+    if (j.is_discarded() || !j.is_object())
+        return Status::format("options: not a JSON object: " + text);
     try {
         for (auto it = j.begin(); it != j.end(); ++it) {
             const std::string& k = it.key();
             const json& v = it.value();
             if (k == "wavelength") {
-                const Status grid = parse_wavelength_grid(v.get<std::string>(), "options: wavelength",
-                                                          o.wmin, o.wmax, o.dw);
+                const Status grid = parse_wavelength_grid(
+                    v.get<std::string>(), "options: wavelength", o.wmin, o.wmax, o.dw);
                 if (!grid.is_ok()) return Status::format(grid.message());
-            } else if (k == "specmin") o.specmin = v.get<int>();
-            else if (k == "nspec") o.nspec = v.get<int>();
-            else if (k == "psferr") o.psferr = v.get<double>();
-            else if (k == "regularize") o.regularize = v.get<double>();
-            else if (k == "bundlesize") o.bundlesize = v.get<int>();
-            else if (k == "nsubbundles") o.nsubbundles = v.get<int>();
-            else if (k == "nwavestep") o.nwavestep = v.get<int>();
-            else if (k == "wavepad") o.wavepad = v.get<int>();
-            else if (k == "wavepad_frac") o.wavepad_frac = v.get<double>();
-            else if (k == "pixpad_frac") o.pixpad_frac = v.get<double>();
-            else return Status::format("options: unknown option '" + k + "'");
+            } else if (k == "specmin")
+                o.specmin = v.get<int>();
+            else if (k == "nspec")
+                o.nspec = v.get<int>();
+            else if (k == "psferr")
+                o.psferr = v.get<double>();
+            else if (k == "regularize")
+                o.regularize = v.get<double>();
+            else if (k == "bundlesize")
+                o.bundlesize = v.get<int>();
+            else if (k == "nsubbundles")
+                o.nsubbundles = v.get<int>();
+            else if (k == "nwavestep")
+                o.nwavestep = v.get<int>();
+            else if (k == "wavepad")
+                o.wavepad = v.get<int>();
+            else if (k == "wavepad_frac")
+                o.wavepad_frac = v.get<double>();
+            else if (k == "pixpad_frac")
+                o.pixpad_frac = v.get<double>();
+            else
+                return Status::format("options: unknown option '" + k + "'");
         }
     } catch (const json::exception& e) {
         return Status::format(std::string("options: wrong type: ") + e.what());
@@ -46,11 +58,16 @@ Result<ExtractionOptions> options_from_json(const std::string& text)
 
 std::string options_to_json(const ExtractionOptions& o)
 {
-    json j = {{"specmin", o.specmin},         {"nspec", o.nspec},
-              {"psferr", o.psferr},           {"regularize", o.regularize},
-              {"bundlesize", o.bundlesize},   {"nsubbundles", o.nsubbundles},
-              {"nwavestep", o.nwavestep},     {"wavepad", o.wavepad},
-              {"wavepad_frac", o.wavepad_frac}, {"pixpad_frac", o.pixpad_frac}};
+    json j = {{"specmin", o.specmin},
+              {"nspec", o.nspec},
+              {"psferr", o.psferr},
+              {"regularize", o.regularize},
+              {"bundlesize", o.bundlesize},
+              {"nsubbundles", o.nsubbundles},
+              {"nwavestep", o.nwavestep},
+              {"wavepad", o.wavepad},
+              {"wavepad_frac", o.wavepad_frac},
+              {"pixpad_frac", o.pixpad_frac}};
     if (o.wmin > 0 || o.wmax > 0) {
         char w[96];
         std::snprintf(w, sizeof w, "%.17g,%.17g,%.17g", o.wmin, o.wmax, o.dw);
@@ -71,15 +88,17 @@ Result<Job> job_from_message(const wire::IncomingMessage& message)
 {
     Job job;
     try {
-        for (const char* k : {"job", "lane", "campaign", "night", "expid", "camera", "preproc", "psf",
-                              "output", "options", "stream"}) {
+        for (const char* k : {"job", "lane", "campaign", "night", "expid", "camera", "preproc",
+                              "psf", "output", "options", "stream"}) {
             if (!message.meta.contains(k) || !message.meta[k].is_string()) {
-                return Status::format(std::string("message meta: missing string field '") + k + "'");
+                return Status::format(std::string("message meta: missing string field '") + k +
+                                      "'");
             }
         }
         std::vector<std::pair<std::string, std::string>> fields;
         for (auto it = message.meta.begin(); it != message.meta.end(); ++it) {
-            if (it.value().is_string()) fields.emplace_back(it.key(), it.value().get<std::string>());
+            if (it.value().is_string())
+                fields.emplace_back(it.key(), it.value().get<std::string>());
         }
         job = Job::from_fields(fields);
         job.stream = message.meta["stream"].get<std::string>();
@@ -88,7 +107,8 @@ Result<Job> job_from_message(const wire::IncomingMessage& message)
     }
     job.stream_id = message.stream_id;
     job.epoch = (long long)message.epoch;
-    if (job.job != message.job_id) return Status::format("message: job id in header and meta differ");
+    if (job.job != message.job_id)
+        return Status::format("message: job id in header and meta differ");
     return job;
 }
 
@@ -131,8 +151,9 @@ Status check_count(const wire::IncomingMessage& m, std::size_t part, std::size_t
         return Status::format(std::string("message: ") + what + " has the wrong dtype");
     }
     if (m.count(part) != expected) {
-        return Status::format(std::string("message: ") + what + " has " + std::to_string(m.count(part)) +
-                              " values, expected " + std::to_string(expected));
+        return Status::format(std::string("message: ") + what + " has " +
+                              std::to_string(m.count(part)) + " values, expected " +
+                              std::to_string(expected));
     }
     return Status::ok();
 }
@@ -177,7 +198,8 @@ wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::
     const int psf_bytes = int(in.psf_file.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(in.psf_file), {psf_bytes}));
     const int fm_bytes = int(in.fibermap.fits_bytes.size());
-    m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(in.fibermap.fits_bytes), {fm_bytes}));
+    m.arrays.push_back(
+        ArrayPart::from_vector(DType::u8, std::move(in.fibermap.fits_bytes), {fm_bytes}));
     return m;
 }
 
@@ -206,7 +228,8 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
     in.fibermap.nrows = meta_number<long>(m.meta, "fibermap_rows", 0);
     in.image_header.cards = cards_from(m.meta, "image_header");
     if (m.meta.contains("reader") && m.meta["reader"].is_string()) in.reader = m.meta["reader"];
-    if (m.meta.contains("preproc_checksum")) in.preproc_checksum = m.meta.value("preproc_checksum", "");
+    if (m.meta.contains("preproc_checksum"))
+        in.preproc_checksum = m.meta.value("preproc_checksum", "");
     if (m.meta.contains("psf_checksum")) in.psf_checksum = m.meta.value("psf_checksum", "");
     in.read_seconds = meta_number<double>(m.meta, "read_seconds", 0.0);
     return in;
@@ -239,23 +262,29 @@ wire::OutgoingMessage encode_result(FrameOutputs out)
     m.meta["npatch_failed"] = out.npatch_failed;
     m.meta["read_seconds"] = out.read_seconds;
     m.meta["extract_seconds"] = out.extract_seconds;
-    m.meta["scores"] = {{"band", std::string(1, f.scores.band)}, {"lo", f.scores.lo},
-                        {"hi", f.scores.hi},         {"nbins", f.scores.nbins},
-                        {"names", f.scores.names},   {"comments", f.scores.comments}};
+    m.meta["scores"] = {{"band", std::string(1, f.scores.band)},
+                        {"lo", f.scores.lo},
+                        {"hi", f.scores.hi},
+                        {"nbins", f.scores.nbins},
+                        {"names", f.scores.names},
+                        {"comments", f.scores.comments}};
     const int ns = f.nspec;
     const int nw = f.nwave;
     std::vector<double> scores;
-    for (const auto& column : f.scores.columns) scores.insert(scores.end(), column.begin(), column.end());
+    for (const auto& column : f.scores.columns)
+        scores.insert(scores.end(), column.begin(), column.end());
     const int ncolumns = int(f.scores.columns.size());
     m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(f.wave), {nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.flux), {ns, nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.ivar), {ns, nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::u32, std::move(f.mask), {ns, nw}));
-    m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.resolution), {ns, f.ndiag * nw}));
+    m.arrays.push_back(
+        ArrayPart::from_vector(DType::f32, std::move(f.resolution), {ns, f.ndiag * nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::f32, std::move(f.chi2pix), {ns, nw}));
     m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(scores), {ncolumns, ns}));
     const int fm_bytes = int(out.fibermap.fits_bytes.size());
-    m.arrays.push_back(ArrayPart::from_vector(DType::u8, std::move(out.fibermap.fits_bytes), {fm_bytes}));
+    m.arrays.push_back(
+        ArrayPart::from_vector(DType::u8, std::move(out.fibermap.fits_bytes), {fm_bytes}));
     return m;
 }
 
@@ -265,7 +294,8 @@ Status check_exact(const wire::IncomingMessage& m, std::size_t part, std::size_t
                    const char* what, DType dtype)
 {
     if (part >= m.parts.size()) return Status::format(std::string("message: no part for ") + what);
-    if (m.dtype(part) != dtype) return Status::format(std::string("RESULT: ") + what + " has the wrong dtype");
+    if (m.dtype(part) != dtype)
+        return Status::format(std::string("RESULT: ") + what + " has the wrong dtype");
     return check_count(m, part, expected, what, dtype);
 }
 
@@ -275,7 +305,8 @@ Result<FrameScores> scores_from(const wire::IncomingMessage& m, std::size_t part
     const json& j = m.meta.contains("scores") ? m.meta["scores"] : json();
     try {
         const std::string band = j.at("band").get<std::string>();
-        if (band.size() != 1) return Status::format("RESULT: scores band '" + band + "' is not one letter");
+        if (band.size() != 1)
+            return Status::format("RESULT: scores band '" + band + "' is not one letter");
         s.band = band[0];
         s.lo = j.at("lo").get<double>();
         s.hi = j.at("hi").get<double>();
@@ -285,8 +316,10 @@ Result<FrameScores> scores_from(const wire::IncomingMessage& m, std::size_t part
     } catch (const json::exception& e) {
         return Status::format(std::string("RESULT: scores: ") + e.what());
     }
-    if (s.comments.size() != s.names.size()) return Status::format("RESULT: scores names and comments differ in number");
-    EX2D_RETURN_NOT_OK(check_exact(m, part, s.names.size() * std::size_t(nspec), "scores", DType::f64));
+    if (s.comments.size() != s.names.size())
+        return Status::format("RESULT: scores names and comments differ in number");
+    EX2D_RETURN_NOT_OK(
+        check_exact(m, part, s.names.size() * std::size_t(nspec), "scores", DType::f64));
     const std::vector<double> all = m.copy_array<double>(part);
     for (std::size_t c = 0; c < s.names.size(); ++c) {
         s.columns.emplace_back(all.begin() + long(c * std::size_t(nspec)),

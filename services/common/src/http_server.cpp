@@ -112,7 +112,10 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer() : impl_(std::make_unique<Impl>()) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer()
+{
+    stop();
+}
 
 void HttpServer::handle(const std::string& path, Handler handler)
 {
@@ -128,11 +131,16 @@ Status HttpServer::start(const std::string& host, int port)
 
     static std::once_flag initialised;
     std::call_once(initialised, [] { mg_init_library(0); });
-    const char* options[] = {"listening_ports",    ports.c_str(),
-                             "num_threads",        kThreads,
-                             "request_timeout_ms", kRequestTimeoutMs,
-                             "max_request_size",   kMaxRequestSize,
-                             "enable_keep_alive",  "no",
+    const char* options[] = {"listening_ports",
+                             ports.c_str(),
+                             "num_threads",
+                             kThreads,
+                             "request_timeout_ms",
+                             kRequestTimeoutMs,
+                             "max_request_size",
+                             kMaxRequestSize,
+                             "enable_keep_alive",
+                             "no",
                              nullptr};
     mg_callbacks callbacks{};
     mg_init_data init{&callbacks, nullptr, options};
@@ -153,7 +161,10 @@ Status HttpServer::start(const std::string& host, int port)
     return Status::ok();
 }
 
-int HttpServer::port() const { return impl_->port; }
+int HttpServer::port() const
+{
+    return impl_->port;
+}
 
 void HttpServer::stop()
 {

@@ -43,13 +43,20 @@ void append_field(std::string& out, const char* name, const std::string& value)
 const char* level_name(spdlog::level::level_enum level)
 {
     switch (level) {
-    case spdlog::level::trace: return "trace";
-    case spdlog::level::debug: return "debug";
-    case spdlog::level::info: return "info";
-    case spdlog::level::warn: return "warning";
-    case spdlog::level::err: return "error";
-    case spdlog::level::critical: return "critical";
-    default: return "off";
+        case spdlog::level::trace:
+            return "trace";
+        case spdlog::level::debug:
+            return "debug";
+        case spdlog::level::info:
+            return "info";
+        case spdlog::level::warn:
+            return "warning";
+        case spdlog::level::err:
+            return "error";
+        case spdlog::level::critical:
+            return "critical";
+        default:
+            return "off";
     }
 }
 
@@ -151,9 +158,15 @@ ScopedLogContext::ScopedLogContext(LogContext context) : previous_(std::move(t_c
     t_context = std::move(context);
 }
 
-ScopedLogContext::~ScopedLogContext() { t_context = std::move(previous_); }
+ScopedLogContext::~ScopedLogContext()
+{
+    t_context = std::move(previous_);
+}
 
-const LogContext& current_log_context() { return t_context; }
+const LogContext& current_log_context()
+{
+    return t_context;
+}
 
 std::string json_escape(const std::string& text)
 {

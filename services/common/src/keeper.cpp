@@ -10,7 +10,10 @@ namespace ex2d::service {
 
 namespace {
 
-std::string lease_id(const Job& job) { return job.stream + "|" + job.stream_id + "|" + std::to_string(job.epoch); }
+std::string lease_id(const Job& job)
+{
+    return job.stream + "|" + job.stream_id + "|" + std::to_string(job.epoch);
+}
 
 }  // namespace
 
@@ -82,10 +85,12 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
     }
     const long long now = unix_ms();
     published_state_ = lifecycle_state();
-    const std::vector<std::string> common = {
-        "role", ctx_.role(), "host", ctx_.host(), "pid", std::to_string(ctx_.pid()),
-        "heartbeat_at", std::to_string(now), "http", ctx_.http_address(),
-        "state", published_state_};
+    const std::vector<std::string> common = {"role",         ctx_.role(),
+                                             "host",         ctx_.host(),
+                                             "pid",          std::to_string(ctx_.pid()),
+                                             "heartbeat_at", std::to_string(now),
+                                             "http",         ctx_.http_address(),
+                                             "state",        published_state_};
     cmd.insert(cmd.end(), common.begin(), common.end());
     const double ttl = ctx_.config().get_double("service.heartbeat_ttl_s");
     // Failures are left to the next heartbeat: Redis being away is logged by the client.
@@ -109,8 +114,8 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
     // appends its public key (docs/protocol.md, "Security").
     if (!endpoint.empty()) {
         (void)redis.command({"HSET", plane.key("endpoints"), ctx_.name(),
-                             ctx_.role() + " " + published_state_ + " " + std::to_string(now) + " " +
-                                 endpoint + (curve_key.empty() ? "" : " " + curve_key)});
+                             ctx_.role() + " " + published_state_ + " " + std::to_string(now) +
+                                 " " + endpoint + (curve_key.empty() ? "" : " " + curve_key)});
     }
     auto drain = redis.command({"EXISTS", plane.key("drain:" + ctx_.name())});
     if (drain.is_ok() && drain.value().as_int() == 1 && !drain_requested_) {
@@ -122,11 +127,12 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
 void Keeper::run()
 {
     using Clock = std::chrono::steady_clock;
-    const auto heartbeat_every = std::chrono::duration<double>(
-        ctx_.config().get_double("service.heartbeat_interval_s"));
+    const auto heartbeat_every =
+        std::chrono::duration<double>(ctx_.config().get_double("service.heartbeat_interval_s"));
     const auto renew_every =
         std::chrono::duration<double>(ctx_.config().get_double("queue.lease_s") / 3.0);
-    auto next_heartbeat = Clock::now() + std::chrono::duration_cast<Clock::duration>(heartbeat_every);
+    auto next_heartbeat =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(heartbeat_every);
     auto next_renew = Clock::now() + std::chrono::duration_cast<Clock::duration>(renew_every);
     while (!stop_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -8,14 +8,13 @@ namespace ex2d::service {
 namespace {
 
 /// Seconds, from a 10 ms decode to a 5 min extraction.
-const prometheus::Histogram::BucketBoundaries kStageBuckets = {
-    0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300};
+const prometheus::Histogram::BucketBoundaries kStageBuckets = {0.01, 0.03, 0.1, 0.3, 1,
+                                                               3,    10,   30,  100, 300};
 
 }  // namespace
 
 Metrics::Metrics(const std::string& role)
-    : role_(role),
-      registry_(std::make_shared<prometheus::Registry>())
+    : role_(role), registry_(std::make_shared<prometheus::Registry>())
 {
     // role is a constant label of every family, so each series carries it.
     const prometheus::Labels role_label = {{"role", role}};
@@ -137,12 +136,24 @@ prometheus::Counter& Metrics::peers_refused(const std::string& reason)
     return peers_refused_->Add({{"reason", reason}});
 }
 
-prometheus::Counter& Metrics::redis_reconnects() { return *reconnects_; }
+prometheus::Counter& Metrics::redis_reconnects()
+{
+    return *reconnects_;
+}
 
-prometheus::Gauge& Metrics::frames_in_memory() { return *in_memory_; }
+prometheus::Gauge& Metrics::frames_in_memory()
+{
+    return *in_memory_;
+}
 
-prometheus::Gauge& Metrics::device_memory_bytes() { return *device_memory_; }
+prometheus::Gauge& Metrics::device_memory_bytes()
+{
+    return *device_memory_;
+}
 
-prometheus::Gauge& Metrics::ready() { return *ready_; }
+prometheus::Gauge& Metrics::ready()
+{
+    return *ready_;
+}
 
 }  // namespace ex2d::service

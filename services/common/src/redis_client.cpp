@@ -49,28 +49,29 @@ RedisValue convert(const redisReply* reply)
 {
     RedisValue v;
     switch (reply->type) {
-    case REDIS_REPLY_INTEGER:
-        v.type = RedisValue::Type::integer;
-        v.integer = reply->integer;
-        break;
-    case REDIS_REPLY_STRING:
-        v.type = RedisValue::Type::string;
-        v.str.assign(reply->str, reply->len);
-        break;
-    case REDIS_REPLY_STATUS:
-        v.type = RedisValue::Type::status;
-        v.str.assign(reply->str, reply->len);
-        break;
-    case REDIS_REPLY_ERROR:
-        v.type = RedisValue::Type::error;
-        v.str.assign(reply->str, reply->len);
-        break;
-    case REDIS_REPLY_ARRAY:
-        v.type = RedisValue::Type::array;
-        for (std::size_t i = 0; i < reply->elements; ++i) v.elements.push_back(convert(reply->element[i]));
-        break;
-    default:
-        v.type = RedisValue::Type::nil;
+        case REDIS_REPLY_INTEGER:
+            v.type = RedisValue::Type::integer;
+            v.integer = reply->integer;
+            break;
+        case REDIS_REPLY_STRING:
+            v.type = RedisValue::Type::string;
+            v.str.assign(reply->str, reply->len);
+            break;
+        case REDIS_REPLY_STATUS:
+            v.type = RedisValue::Type::status;
+            v.str.assign(reply->str, reply->len);
+            break;
+        case REDIS_REPLY_ERROR:
+            v.type = RedisValue::Type::error;
+            v.str.assign(reply->str, reply->len);
+            break;
+        case REDIS_REPLY_ARRAY:
+            v.type = RedisValue::Type::array;
+            for (std::size_t i = 0; i < reply->elements; ++i)
+                v.elements.push_back(convert(reply->element[i]));
+            break;
+        default:
+            v.type = RedisValue::Type::nil;
     }
     return v;
 }
@@ -99,7 +100,10 @@ RedisClient::RedisClient(RedisOptions options, std::function<bool()> keep_trying
 {
 }
 
-RedisClient::~RedisClient() { drop_connection(); }
+RedisClient::~RedisClient()
+{
+    drop_connection();
+}
 
 void RedisClient::drop_connection()
 {
@@ -115,7 +119,8 @@ Status RedisClient::connect_once()
     if (!context_ || context_->err) {
         const std::string why = context_ ? context_->errstr : "cannot allocate a context";
         drop_connection();
-        return Status::io("redis " + options_.host + ":" + std::to_string(options_.port) + ": " + why);
+        return Status::io("redis " + options_.host + ":" + std::to_string(options_.port) + ": " +
+                          why);
     }
     redisSetTimeout(context_, timeout);
     if (!options_.password.empty()) {
@@ -138,7 +143,8 @@ Status RedisClient::connect_once()
             // The password never appears in the message.
             return Status::invalid("redis " + options_.host + ":" + std::to_string(options_.port) +
                                    ": authentication failed for user '" +
-                                   (options_.user.empty() ? "default" : options_.user) + "': " + err);
+                                   (options_.user.empty() ? "default" : options_.user) +
+                                   "': " + err);
         }
     }
     if (ever_connected_) {
@@ -157,7 +163,8 @@ Status RedisClient::ensure_connected()
         Status s = connect_once();
         if (s.is_ok() || s.code() == StatusCode::invalid_argument) return s;
         if (attempt == 0 || attempt % 10 == 0) {
-            logger()->warn("redis unreachable, retrying in {} ms: {}", backoff.count(), s.message());
+            logger()->warn("redis unreachable, retrying in {} ms: {}", backoff.count(),
+                           s.message());
         }
         if (keep_trying_ && !keep_trying_()) return s;
         if (!keep_trying_ && attempt >= 3) return s;
@@ -181,8 +188,10 @@ void report_refusal(const std::string& command, const std::string& error)
         std::lock_guard<std::mutex> lock(mutex);
         if (!reported.insert(command).second) return;
     }
-    logger()->error("redis refused {} for this ACL user: {} (docs/redis-schema.md, Access "
-                    "control; tools/ex2d-redis-acl)", command, error);
+    logger()->error(
+        "redis refused {} for this ACL user: {} (docs/redis-schema.md, Access "
+        "control; tools/ex2d-redis-acl)",
+        command, error);
 }
 
 }  // namespace
@@ -214,7 +223,8 @@ Result<RedisValue> RedisClient::command(const std::vector<std::string>& args)
     }
 }
 
-Result<RedisValue> RedisClient::eval(const std::string& script, const std::vector<std::string>& keys,
+Result<RedisValue> RedisClient::eval(const std::string& script,
+                                     const std::vector<std::string>& keys,
                                      const std::vector<std::string>& args)
 {
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -250,12 +260,15 @@ Result<RedisOptions> redis_options_from_config(const Config& config)
     const std::string file = config.get_string("redis.password_file");
     if (!file.empty()) {
         std::ifstream in(file);
-        if (!in) return Status::io(file + ": cannot read the Redis password file (redis.password_file)");
+        if (!in)
+            return Status::io(file + ": cannot read the Redis password file (redis.password_file)");
         std::getline(in, o.password);
         struct stat st {};
         if (::stat(file.c_str(), &st) == 0 && (st.st_mode & S_IROTH)) {
-            logger()->warn("Redis password file {} is readable by every user (mode {:o}); make "
-                           "it 0600 or 0400", file, st.st_mode & 07777);
+            logger()->warn(
+                "Redis password file {} is readable by every user (mode {:o}); make "
+                "it 0600 or 0400",
+                file, st.st_mode & 07777);
         }
         while (!o.password.empty() && (o.password.back() == '\r' || o.password.back() == ' ')) {
             o.password.pop_back();
@@ -290,12 +303,14 @@ Status check_redis_durability(RedisClient& redis)
     const auto aof = field("aof_enabled");
     const auto policy = field("maxmemory_policy");
     if (!aof || !policy) {
-        return Status::invalid("redis: INFO reports no aof_enabled or maxmemory_policy: cannot "
-                               "tell whether acknowledged work survives a restart");
+        return Status::invalid(
+            "redis: INFO reports no aof_enabled or maxmemory_policy: cannot "
+            "tell whether acknowledged work survives a restart");
     }
     if (*aof != "1") {
-        return Status::invalid("redis: appendonly is 'no': acknowledged work would be lost on a "
-                               "restart (set appendonly yes, or redis.allow_unsafe true for tests)");
+        return Status::invalid(
+            "redis: appendonly is 'no': acknowledged work would be lost on a "
+            "restart (set appendonly yes, or redis.allow_unsafe true for tests)");
     }
     if (*policy != "noeviction") {
         return Status::invalid("redis: maxmemory-policy is '" + *policy +

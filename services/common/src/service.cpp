@@ -22,7 +22,10 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 constexpr long long kHealthyTickMs = 3000;    ///< /healthz fails after this long without a tick
 constexpr long long kStartupGraceMs = 30000;  ///< healthy before the first tick for this long
 
-extern "C" void on_stop_signal(int) { g_signalled.store(true); }
+extern "C" void on_stop_signal(int)
+{
+    g_signalled.store(true);
+}
 
 void install_signal_handlers()
 {
@@ -130,11 +133,20 @@ ServiceContext::ServiceContext(std::string role, Config config)
     metrics_.ready().Set(0);
 }
 
-bool ServiceContext::stop_requested() const { return stop_.load() || g_signalled.load(); }
+bool ServiceContext::stop_requested() const
+{
+    return stop_.load() || g_signalled.load();
+}
 
-void ServiceContext::request_stop() { stop_.store(true); }
+void ServiceContext::request_stop()
+{
+    stop_.store(true);
+}
 
-void ServiceContext::tick() { last_tick_ms_.store(steady_ms()); }
+void ServiceContext::tick()
+{
+    last_tick_ms_.store(steady_ms());
+}
 
 void ServiceContext::set_ready(bool ready)
 {
@@ -142,7 +154,10 @@ void ServiceContext::set_ready(bool ready)
     metrics_.ready().Set(ready ? 1 : 0);
 }
 
-bool ServiceContext::ready() const { return ready_.load(); }
+bool ServiceContext::ready() const
+{
+    return ready_.load();
+}
 
 bool ServiceContext::healthy() const
 {

@@ -120,7 +120,8 @@ bool nul_terminated(const char* field, std::size_t size)
 }
 
 /// The header part: its size, magic, version, checksum, type and part count.
-bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header, DecodeError& error)
+bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header,
+                 DecodeError& error)
 {
     if (parts.size() < 2) {
         return reject(error, "part_count",
@@ -142,9 +143,9 @@ bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header
     }
     const std::uint64_t header_sum = header_checksum_of(parts[0].data());
     if (header_sum != header.header_checksum) {
-        return reject(error, "header_checksum",
-                      "header checksum " + hex64(header.header_checksum) + ", computed " +
-                          hex64(header_sum));
+        return reject(
+            error, "header_checksum",
+            "header checksum " + hex64(header.header_checksum) + ", computed " + hex64(header_sum));
     }
     if (header.header_size != kHeaderBytes) {
         return reject(error, "header_size",
@@ -154,9 +155,9 @@ bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header
         return reject(error, "bad_type", "message type " + std::to_string(header.type));
     }
     if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {
-        return reject(error, "part_count",
-                      std::to_string(parts.size()) + " parts for nparts " +
-                          std::to_string(header.nparts));
+        return reject(
+            error, "part_count",
+            std::to_string(parts.size()) + " parts for nparts " + std::to_string(header.nparts));
     }
     return true;
 }
@@ -226,12 +227,18 @@ bool parse_meta(const zmq::message_t& meta_part, const MessageHeader& header, nl
 std::size_t dtype_size(DType dtype)
 {
     switch (dtype) {
-    case DType::u8: return 1;
-    case DType::i32: return 4;
-    case DType::u32: return 4;
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i64: return 8;
+        case DType::u8:
+            return 1;
+        case DType::i32:
+            return 4;
+        case DType::u32:
+            return 4;
+        case DType::f32:
+            return 4;
+        case DType::f64:
+            return 8;
+        case DType::i64:
+            return 8;
     }
     return 0;
 }
@@ -296,8 +303,8 @@ std::optional<std::string> file_checksum128(const std::string& path)
 std::vector<zmq::message_t> encode(const OutgoingMessage& message)
 {
     if (message.arrays.size() > kMaxParts) {
-        throw Error("wire::encode: " + std::to_string(message.arrays.size()) +
-                    " arrays, at most " + std::to_string(kMaxParts));
+        throw Error("wire::encode: " + std::to_string(message.arrays.size()) + " arrays, at most " +
+                    std::to_string(kMaxParts));
     }
     MessageHeader header;
     header.type = static_cast<std::uint16_t>(message.type);
@@ -363,8 +370,7 @@ void IncomingMessage::expect_dtype(std::size_t i, DType expected) const
     }
     if (dtype(i) != expected) {
         throw Error("wire: array " + std::to_string(i) + " has dtype " +
-                    std::to_string(int(dtype(i))) + ", expected " +
-                    std::to_string(int(expected)));
+                    std::to_string(int(dtype(i))) + ", expected " + std::to_string(int(expected)));
     }
 }
 

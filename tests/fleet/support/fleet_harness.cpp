@@ -49,8 +49,8 @@ int free_port()
     return ntohs(addr.sin_port);
 }
 
-int run_to_completion(const std::vector<std::string>& argv, const std::string& log, std::string* out,
-                      const std::map<std::string, std::string>& env = {})
+int run_to_completion(const std::vector<std::string>& argv, const std::string& log,
+                      std::string* out, const std::map<std::string, std::string>& env = {})
 {
     Process p("cmd", argv, env, log);
     const int code = p.wait(120);
@@ -113,7 +113,10 @@ Process::~Process()
     }
 }
 
-void Process::signal(int sig) const { ::kill(pid_, sig); }
+void Process::signal(int sig) const
+{
+    ::kill(pid_, sig);
+}
 
 bool Process::running()
 {
@@ -157,9 +160,12 @@ std::string Outcome::report() const
            " partial=" + std::to_string(partial) + " dead=" + std::to_string(dead);
 }
 
-Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup) : redis_setup_(std::move(redis_setup))
+Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup)
+    : redis_setup_(std::move(redis_setup))
 {
-    dir_ = (fs::temp_directory_path() / ("ex2d-fleet-" + test_name + "-" + std::to_string(::getpid()))).string();
+    dir_ =
+        (fs::temp_directory_path() / ("ex2d-fleet-" + test_name + "-" + std::to_string(::getpid())))
+            .string();
     fs::remove_all(dir_);
     fs::create_directories(dir_ + "/logs");
     fs::create_directories(dir_ + "/redis");
@@ -180,7 +186,10 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup) : redis_setup
                 {"reader.credit_hold_ms", "200"}};
 }
 
-pid_t Fleet::redis_pid() const { return redis_server_ ? redis_server_->pid() : -1; }
+pid_t Fleet::redis_pid() const
+{
+    return redis_server_ ? redis_server_->pid() : -1;
+}
 
 Fleet::~Fleet()
 {
@@ -195,15 +204,27 @@ Fleet::~Fleet()
 
 void Fleet::start_redis()
 {
-    std::vector<std::string> argv{"/usr/bin/redis-server", "--port", std::to_string(redis_port_),
-                                  "--bind", "127.0.0.1", "--dir", dir_ + "/redis",
-                                  "--appendonly", "yes", "--appendfsync", "always",
-                                  "--maxmemory-policy", "noeviction", "--save", ""};
+    std::vector<std::string> argv{"/usr/bin/redis-server",
+                                  "--port",
+                                  std::to_string(redis_port_),
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--dir",
+                                  dir_ + "/redis",
+                                  "--appendonly",
+                                  "yes",
+                                  "--appendfsync",
+                                  "always",
+                                  "--maxmemory-policy",
+                                  "noeviction",
+                                  "--save",
+                                  ""};
     argv.insert(argv.end(), redis_setup_.args.begin(), redis_setup_.args.end());
     redis_server_ = std::make_unique<Process>("redis", argv, std::map<std::string, std::string>{},
                                               dir_ + "/logs/redis.log");
     eventually(10, [this] {
-        service::RedisClient probe({"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 500});
+        service::RedisClient probe(
+            {"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 500});
         return probe.connect_once().is_ok();
     });
 }
@@ -214,11 +235,15 @@ void Fleet::kill_redis()
     redis_server_->wait(5);
 }
 
-void Fleet::restart_redis() { start_redis(); }
+void Fleet::restart_redis()
+{
+    start_redis();
+}
 
 service::RedisValue Fleet::redis(const std::vector<std::string>& args)
 {
-    service::RedisClient client({"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 2000});
+    service::RedisClient client(
+        {"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 2000});
     auto r = client.command(args);
     return r.is_ok() ? r.value() : service::RedisValue{};
 }
@@ -246,7 +271,8 @@ int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
     std::vector<std::string> argv = {bin_path("ctl"), "--redis-port", std::to_string(redis_port_)};
     argv.insert(argv.end(), args.begin(), args.end());
     static int counter = 0;
-    return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out, ctl_env);
+    return run_to_completion(argv, dir_ + "/logs/ctl-" + std::to_string(++counter) + ".log", out,
+                             ctl_env);
 }
 
 void Fleet::ensure_small_psf(const std::string& camera)
@@ -272,10 +298,26 @@ std::vector<std::string> Fleet::simulate_argv(int expid, const std::string& came
     const std::string folder = dir_ + "/preproc/" + night + "/" + expid8(expid);
     fs::create_directories(folder);
     *path = folder + "/preproc-" + camera + "-" + expid8(expid) + ".fits";
-    return {bin_path("ex2d"), "simulate", "-p", psf_path(camera), "-o", *path, "--truth",
-            folder + "/truth-" + camera + ".fits", "--camera", camera, "--expid",
-            std::to_string(expid), "--night", night, "-n", "25", "-w",
-            "6000,6100,0.8", "--seed", std::to_string(seed)};
+    return {bin_path("ex2d"),
+            "simulate",
+            "-p",
+            psf_path(camera),
+            "-o",
+            *path,
+            "--truth",
+            folder + "/truth-" + camera + ".fits",
+            "--camera",
+            camera,
+            "--expid",
+            std::to_string(expid),
+            "--night",
+            night,
+            "-n",
+            "25",
+            "-w",
+            "6000,6100,0.8",
+            "--seed",
+            std::to_string(seed)};
 }
 
 std::vector<std::string> Fleet::make_exposure(int expid, const std::vector<std::string>& cameras,
@@ -316,9 +358,19 @@ void Fleet::make_exposures(const std::vector<int>& expids, const std::vector<std
 
 int Fleet::submit(int expid, const std::string& night, const std::vector<std::string>& extra)
 {
-    std::vector<std::string> args = {"submit", "--exposure-dir", dir_ + "/preproc/" + night + "/" + expid8(expid),
-                                     "--psf", psf_template(), "--output-root", dir_ + "/out", "-w",
-                                     "6000,6100,0.8", "-n", "25", "--compression", "none"};
+    std::vector<std::string> args = {"submit",
+                                     "--exposure-dir",
+                                     dir_ + "/preproc/" + night + "/" + expid8(expid),
+                                     "--psf",
+                                     psf_template(),
+                                     "--output-root",
+                                     dir_ + "/out",
+                                     "-w",
+                                     "6000,6100,0.8",
+                                     "-n",
+                                     "25",
+                                     "--compression",
+                                     "none"};
     args.insert(args.end(), extra.begin(), extra.end());
     return ctl(args);
 }
@@ -341,7 +393,8 @@ bool Fleet::wait_exposure(int expid, double timeout_s, const std::string& campai
 std::string Fleet::frame_field(int expid, const std::string& camera, const std::string& field,
                                const std::string& campaign)
 {
-    return redis({"HGET", "ex2d:frame:" + campaign + ":" + expid8(expid) + ":" + camera, field}).str;
+    return redis({"HGET", "ex2d:frame:" + campaign + ":" + expid8(expid) + ":" + camera, field})
+        .str;
 }
 
 int Fleet::count_log_lines(const std::string& text) const
@@ -397,7 +450,8 @@ Outcome Fleet::check_frames(const std::vector<std::pair<int, std::string>>& fram
     std::error_code ec;
     if (fs::exists(dir_ + "/out")) {
         for (const auto& entry : fs::recursive_directory_iterator(dir_ + "/out", ec)) {
-            if (entry.is_regular_file() && !expected_paths.count(entry.path().string())) ++o.partial;
+            if (entry.is_regular_file() && !expected_paths.count(entry.path().string()))
+                ++o.partial;
         }
     }
     return o;
@@ -424,8 +478,10 @@ std::string identity_mismatch(const std::string& input, const std::string& outpu
     const long long out_expid = header.value().get_int("EXPID").value_or(-1);
     const long long out_night = header.value().get_int("NIGHT").value_or(-1);
     if (out_camera != camera) why += "CAMERA " + out_camera + " != " + camera + "; ";
-    if (out_expid != expid) why += "EXPID " + std::to_string(out_expid) + " != " + std::to_string(expid) + "; ";
-    if (std::to_string(out_night) != night) why += "NIGHT " + std::to_string(out_night) + " != " + night + "; ";
+    if (out_expid != expid)
+        why += "EXPID " + std::to_string(out_expid) + " != " + std::to_string(expid) + "; ";
+    if (std::to_string(out_night) != night)
+        why += "NIGHT " + std::to_string(out_night) + " != " + night + "; ";
     return why;
 }
 

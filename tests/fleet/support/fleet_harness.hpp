@@ -49,11 +49,11 @@ private:
 /// What the checker counts over a run.
 struct Outcome {
     int expected = 0;
-    int done = 0;          ///< frames in state done with their file present and readable
-    int lost = 0;          ///< expected frames with no complete output
-    int duplicates = 0;    ///< outputs written more than once (writer logs)
-    int partial = 0;       ///< unreadable outputs and temporary files left behind
-    int dead = 0;          ///< frames dead-lettered
+    int done = 0;        ///< frames in state done with their file present and readable
+    int lost = 0;        ///< expected frames with no complete output
+    int duplicates = 0;  ///< outputs written more than once (writer logs)
+    int partial = 0;     ///< unreadable outputs and temporary files left behind
+    int dead = 0;        ///< frames dead-lettered
     std::string report() const;
 };
 
@@ -95,7 +95,8 @@ public:
     void make_exposures(const std::vector<int>& expids, const std::vector<std::string>& cameras,
                         int parallel, const std::string& night = "20261122");
     /// ex2dctl submit for the exposure folder, with the small frames' options.
-    int submit(int expid, const std::string& night = "20261122", const std::vector<std::string>& extra = {});
+    int submit(int expid, const std::string& night = "20261122",
+               const std::vector<std::string>& extra = {});
     /// Waits until the exposure is no longer active; false on timeout.
     bool wait_exposure(int expid, double timeout_s, const std::string& campaign = "nightly");
     /// State of one frame hash field.
@@ -115,13 +116,17 @@ public:
     Outcome check_frames(const std::vector<std::pair<int, std::string>>& frames,
                          const std::string& night = "20261122");
     /// Output path of a frame.
-    std::string output_path(int expid, const std::string& camera, const std::string& night = "20261122") const;
+    std::string output_path(int expid, const std::string& camera,
+                            const std::string& night = "20261122") const;
     /// All log lines of all processes containing `text`.
     int count_log_lines(const std::string& text) const;
 
     /// The small PSF of `camera` (the same PSF labelled with each camera, since ex2d checks
     /// that image and PSF are of the same camera); psf_template() is ex2dctl's --psf for it.
-    std::string psf_path(const std::string& camera) const { return dir_ + "/calib/psf-small-" + camera + ".fits"; }
+    std::string psf_path(const std::string& camera) const
+    {
+        return dir_ + "/calib/psf-small-" + camera + ".fits";
+    }
     std::string psf_template() const { return dir_ + "/calib/psf-small-{camera}.fits"; }
 
 private:

@@ -21,7 +21,7 @@ enum class ConfigType { string, integer, number, boolean };
 
 /// One configuration key, e.g. {"redis.port", integer, "6379", "Redis TCP port"}.
 struct ConfigKey {
-    std::string name;           ///< "section.key"
+    std::string name;  ///< "section.key"
     ConfigType type = ConfigType::string;
     std::string default_value;  ///< as it would be written in YAML
     std::string help;           ///< one line, also the comment in config/ex2d.yaml

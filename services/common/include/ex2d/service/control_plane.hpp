@@ -24,13 +24,13 @@ struct Job {
     std::string lane;      ///< nightly | campaign
     std::string campaign;  ///< "nightly" for the nightly lane
     std::string night;
-    std::string expid;     ///< 8 digits
+    std::string expid;  ///< 8 digits
     std::string camera;
     std::string preproc, psf, output;
-    std::string options;   ///< JSON of extraction options
-    std::string stream;    ///< the stream key it came from
-    std::string stream_id; ///< its entry id
-    long long epoch = 0;   ///< delivery count when taken
+    std::string options;    ///< JSON of extraction options
+    std::string stream;     ///< the stream key it came from
+    std::string stream_id;  ///< its entry id
+    long long epoch = 0;    ///< delivery count when taken
 
     std::map<std::string, std::string> fields() const;
     static Job from_fields(const std::vector<std::pair<std::string, std::string>>& fields);
@@ -91,8 +91,8 @@ public:
     /// The reaper: claims jobs idle longer than lease_ms for `consumer`. Jobs whose extraction
     /// started max_deliveries times, or that were delivered more than twice that, are
     /// dead-lettered (returned in `dead`); the others are returned to deliver again.
-    Result<std::vector<Job>> reap(const std::string& stream, const Actor& consumer, long long lease_ms,
-                                  int max_deliveries, std::vector<Job>& dead);
+    Result<std::vector<Job>> reap(const std::string& stream, const Actor& consumer,
+                                  long long lease_ms, int max_deliveries, std::vector<Job>& dead);
 
     /// Renews the lease without bumping the epoch.
     Result<Fence> renew(const Job& job);

@@ -36,9 +36,9 @@ LogContext job_log_context(const Job& job);
 
 /// Decodes a message; an invalid one, or one of a type other than `accepted`, is logged with
 /// its reason, counted in ex2d_messages_dropped_total and dropped (nullopt).
-std::optional<wire::IncomingMessage> decode_or_drop(std::vector<zmq::message_t>&& parts,
-                                                    ServiceContext& ctx,
-                                                    std::initializer_list<wire::MessageType> accepted);
+std::optional<wire::IncomingMessage> decode_or_drop(
+    std::vector<zmq::message_t>&& parts, ServiceContext& ctx,
+    std::initializer_list<wire::MessageType> accepted);
 
 /// Gives a job back at once (see ControlPlane::hand_back) and stops renewing its lease.
 void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, const Config& config);

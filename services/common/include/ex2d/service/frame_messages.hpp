@@ -44,7 +44,8 @@ struct FrameInputs {
 wire::OutgoingMessage encode_frame(FrameInputs inputs);
 /// The same with image and weights already as parts ([ny][nx], f32 or f64; the reader's pooled
 /// float32 buffers); `inputs.image` and `inputs.weights` are then not used.
-wire::OutgoingMessage encode_frame(FrameInputs inputs, wire::ArrayPart image, wire::ArrayPart weights);
+wire::OutgoingMessage encode_frame(FrameInputs inputs, wire::ArrayPart image,
+                                   wire::ArrayPart weights);
 /// image_memory and weights_memory: planes of an earlier frame to decode into (a worker reuses
 /// its memory instead of having fresh pages zeroed for every frame).
 Result<FrameInputs> decode_frame(const wire::IncomingMessage& message,

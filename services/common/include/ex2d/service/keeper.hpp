@@ -51,9 +51,9 @@ private:
     std::unique_ptr<ControlPlane> plane_;
     mutable std::mutex mutex_;
     std::map<std::string, std::string> fields_;
-    std::map<std::string, Job> held_;     ///< by stream_id
-    std::set<std::string> lost_;          ///< stream_id + epoch
-    std::string published_state_;     ///< keeper thread only
+    std::map<std::string, Job> held_;  ///< by stream_id
+    std::set<std::string> lost_;       ///< stream_id + epoch
+    std::string published_state_;      ///< keeper thread only
     std::atomic<bool> stop_{false};
     std::atomic<bool> drain_requested_{false};
     std::thread thread_;

@@ -32,7 +32,7 @@ namespace ex2d::service {
 enum ExitCode : int {
     exit_ok = 0,
     exit_exception = 1,
-    exit_config = 2,   ///< bad configuration, unsafe Redis, cannot bind
+    exit_config = 2,  ///< bad configuration, unsafe Redis, cannot bind
 };
 
 class ServiceContext {
@@ -66,9 +66,9 @@ private:
     Config config_;
     Metrics metrics_;
     std::atomic<bool> ready_{false};
-    std::atomic<bool> stop_{false};          ///< request_stop(), per context
+    std::atomic<bool> stop_{false};  ///< request_stop(), per context
     std::atomic<long long> last_tick_ms_{0};
-    long long started_ms_ = 0;               ///< steady clock; grace before the first tick
+    long long started_ms_ = 0;  ///< steady clock; grace before the first tick
     std::string http_address_;
 };
 

@@ -42,12 +42,30 @@ std::size_t dtype_size(DType dtype);  ///< 0 for an unknown code
 /// The DType of a C++ element type, so that typed accessors can check what was sent.
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::uint32_t> { static constexpr DType value = DType::u32; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
+template <>
+struct DTypeOf<std::uint8_t> {
+    static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+    static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::uint32_t> {
+    static constexpr DType value = DType::u32;
+};
+template <>
+struct DTypeOf<float> {
+    static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+    static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+    static constexpr DType value = DType::i64;
+};
 
 struct PartDescriptor {
     std::uint8_t dtype = 0;
@@ -95,8 +113,8 @@ std::optional<std::string> file_checksum128(const std::string& path);
 /// An array part: a shared owner keeps the bytes alive until ZeroMQ has sent them.
 struct ArrayPart {
     DType dtype = DType::u8;
-    std::vector<std::int32_t> shape;   ///< 1 or 2 dimensions
-    std::shared_ptr<const void> owner; ///< keeps `data` alive
+    std::vector<std::int32_t> shape;    ///< 1 or 2 dimensions
+    std::shared_ptr<const void> owner;  ///< keeps `data` alive
     const void* data = nullptr;
     std::size_t nbytes = 0;
 
