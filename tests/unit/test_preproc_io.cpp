@@ -275,6 +275,25 @@ TEST(PreprocIo, NonFinitePixelsAreMaskedAndCounted)
     EXPECT_EQ(again.n_nonfinite_masked, 3);
 }
 
+/// A 60 x 50 preproc file cut to half its bytes, in `dir`.
+std::string write_truncated_preproc(const ex2d::test::TempDir& dir)
+{
+    ex2d::PreprocImage img = sample_image();
+    img.ny = 60;
+    img.nx = 50;
+    img.image.assign(3000, 1.5);
+    img.ivar.assign(3000, 2.0);
+    img.mask.assign(3000, 0);
+    img.readnoise.clear();
+    const std::string full = dir.file("full.fits");
+    EXPECT_TRUE(ex2d::write_preproc(full, img).is_ok());
+    std::ifstream in(full, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cut = dir.file("cut.fits");
+    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+    return cut;
+}
+
 TEST(PreprocIo, MissingAndTruncatedFilesAreIoErrors)
 {
     ex2d::test::TempDir dir;
@@ -284,19 +303,7 @@ TEST(PreprocIo, MissingAndTruncatedFilesAreIoErrors)
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error);
     EXPECT_NE(r.status().message().find(missing), std::string::npos);
 
-    ex2d::PreprocImage img = sample_image();
-    img.ny = 60;
-    img.nx = 50;
-    img.image.assign(3000, 1.5);
-    img.ivar.assign(3000, 2.0);
-    img.mask.assign(3000, 0);
-    img.readnoise.clear();
-    const std::string full = dir.file("full.fits");
-    ASSERT_TRUE(ex2d::write_preproc(full, img).is_ok());
-    std::ifstream in(full, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string cut = dir.file("cut.fits");
-    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+    const std::string cut = write_truncated_preproc(dir);
     r = ex2d::read_preproc(cut);
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
@@ -509,19 +516,7 @@ TEST(PreprocFloat32, MissingTruncatedAndWrongFilesNameTheFile)
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error);
     EXPECT_NE(r.status().message().find(missing), std::string::npos);
 
-    ex2d::PreprocImage img = sample_image();
-    img.ny = 60;
-    img.nx = 50;
-    img.image.assign(3000, 1.5);
-    img.ivar.assign(3000, 2.0);
-    img.mask.assign(3000, 0);
-    img.readnoise.clear();
-    const std::string full = dir.file("full.fits");
-    ASSERT_TRUE(ex2d::write_preproc(full, img).is_ok());
-    std::ifstream in(full, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string cut = dir.file("cut.fits");
-    std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+    const std::string cut = write_truncated_preproc(dir);
     r = read32(cut, got);
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().code(), ex2d::StatusCode::io_error) << r.status().to_string();
