@@ -1,23 +1,71 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/service/http_server.hpp"
 
-#include <cstdio>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <mutex>
+#include <thread>
 
-#include <civetweb.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace ex2d::service {
 namespace {
 
-/// Worker threads, one per connection being read or answered: probes and scrapes still find a
-/// free one while this many idle connections are open.
-constexpr const char* kThreads = "100";
-/// How long a connection may take to send its request (and to take its answer).
-constexpr const char* kRequestTimeoutMs = "1000";
-/// Request line and headers, in bytes.
-constexpr const char* kMaxRequestSize = "8192";
+constexpr int kPollMs = 100;               ///< how long stop() may wait for the thread
+constexpr std::size_t kMaxRequest = 8192;  ///< request line and headers
+constexpr auto kReadTimeout = std::chrono::seconds(1);
+
+const char* reason_phrase(int status)
+{
+    switch (status) {
+        case 200:
+            return "OK";
+        case 400:
+            return "Bad Request";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 408:
+            return "Request Timeout";
+        case 431:
+            return "Request Header Fields Too Large";
+        case 500:
+            return "Internal Server Error";
+        case 503:
+            return "Service Unavailable";
+        default:
+            return "Unknown";
+    }
+}
+
+void send_all(int fd, const std::string& data)
+{
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+        const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;  // the client went away or stalled past SO_SNDTIMEO
+        sent += std::size_t(n);
+    }
+}
+
+void send_response(int fd, const HttpResponse& response)
+{
+    std::string head =
+        "HTTP/1.0 " + std::to_string(response.status) + " " + reason_phrase(response.status) +
+        "\r\nContent-Type: " + response.content_type +
+        "\r\nContent-Length: " + std::to_string(response.body.size()) + "\r\nConnection: close\r\n";
+    if (response.status == 405) head += "Allow: GET\r\n";
+    send_all(fd, head + "\r\n" + response.body);
+}
 
 HttpResponse text_response(int status, std::string body)
 {
@@ -27,50 +75,38 @@ HttpResponse text_response(int status, std::string body)
     return response;
 }
 
-void send_response(mg_connection* connection, const HttpResponse& response)
+/// Reads the request head (up to the blank line) within the timeout and size cap, so that the
+/// client's bytes are consumed before close (unread bytes would turn the close into a reset).
+/// Returns 0 when complete, else the status to answer with.
+int read_head(int fd, std::string& head)
 {
-    mg_printf(connection,
-              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-              "Connection: close\r\n%s\r\n",
-              response.status, mg_get_response_code_text(connection, response.status),
-              response.content_type.c_str(), response.body.size(),
-              response.status == 405 ? "Allow: GET\r\n" : "");
-    mg_write(connection, response.body.data(), response.body.size());
+    const auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
+    char buffer[2048];
+    while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+        if (head.size() > kMaxRequest) return 431;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return 408;
+        pollfd pfd{fd, POLLIN, 0};
+        const int ready = ::poll(&pfd, 1, int(left.count()));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return 408;
+        const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return head.empty() ? -1 : 400;  // -1: closed without a request
+        head.append(buffer, std::size_t(n));
+    }
+    return head.size() > kMaxRequest ? 431 : 0;
 }
 
-/// civetweb's listening_ports takes numeric addresses: "127.0.0.1:8080", "[::1]:8080". IPv6
-/// only where civetweb was built with it (Debian 12's was not).
-Status listening_port(const std::string& host, int port, std::string& spec)
+/// Reads what the client sent beyond the request head (bounded), because closing a socket with
+/// unread input sends a reset that can destroy the response before the client reads it.
+void discard_input(int fd)
 {
-    const std::string where = host + ":" + std::to_string(port);
-    if (host.empty()) {
-        spec = std::to_string(port);
-        return Status::ok();
+    char buffer[4096];
+    for (int i = 0; i < 16; ++i) {
+        if (::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT) <= 0) return;
     }
-    constexpr unsigned kFeatureIpv6 = 8;
-    const bool have_ipv6 = mg_check_feature(kFeatureIpv6) != 0;
-    addrinfo hints{};
-    hints.ai_family = have_ipv6 ? AF_UNSPEC : AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* addresses = nullptr;
-    const int resolved = ::getaddrinfo(host.c_str(), nullptr, &hints, &addresses);
-    if (resolved != 0) {
-        return Status::invalid("HTTP " + where + ": cannot resolve" +
-                               (have_ipv6 ? "" : " to an IPv4 address (civetweb without IPv6)") +
-                               ": " + gai_strerror(resolved));
-    }
-    char numeric[NI_MAXHOST] = {};
-    const int named = ::getnameinfo(addresses->ai_addr, addresses->ai_addrlen, numeric,
-                                    sizeof(numeric), nullptr, 0, NI_NUMERICHOST);
-    const bool ipv6 = addresses->ai_family == AF_INET6;
-    ::freeaddrinfo(addresses);
-    if (named != 0) {
-        return Status::invalid("HTTP " + where + ": cannot resolve: " + gai_strerror(named));
-    }
-    spec = (ipv6 ? "[" + std::string(numeric) + "]" : std::string(numeric)) + ":" +
-           std::to_string(port);
-    return Status::ok();
 }
 
 }  // namespace
@@ -78,27 +114,57 @@ Status listening_port(const std::string& host, int port, std::string& spec)
 struct HttpServer::Impl {
     std::mutex mutex;  ///< guards handlers
     std::map<std::string, Handler> handlers;
-    mg_context* context = nullptr;
+    int fd = -1;
     int port = 0;
+    std::atomic<bool> stopping{false};
+    std::thread thread;
 
-    /// Every path comes here (civetweb strips the query string from local_uri).
-    static int dispatch(mg_connection* connection, void* data)
+    void serve()
     {
-        const HttpResponse response = static_cast<Impl*>(data)->respond(connection);
-        send_response(connection, response);
-        return response.status;
+        while (!stopping.load()) {
+            pollfd pfd{fd, POLLIN, 0};
+            const int ready = ::poll(&pfd, 1, kPollMs);
+            if (ready <= 0) continue;
+            const int client = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+            if (client < 0) continue;
+            timeval send_timeout{1, 0};
+            ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+            handle_connection(client);
+            ::shutdown(client, SHUT_WR);
+            discard_input(client);
+            ::close(client);
+        }
     }
 
-    HttpResponse respond(mg_connection* connection)
+    void handle_connection(int client)
     {
-        const mg_request_info* request = mg_get_request_info(connection);
-        if (std::string(request->request_method) != "GET") {
-            return text_response(405, "only GET is supported\n");
+        std::string head;
+        const int error = read_head(client, head);
+        if (error < 0) return;
+        if (error > 0) {
+            send_response(client, text_response(error, std::string(reason_phrase(error)) + "\n"));
+            return;
         }
+        send_response(client, respond(head.substr(0, head.find_first_of("\r\n"))));
+    }
+
+    HttpResponse respond(const std::string& request_line)
+    {
+        // "GET /metrics HTTP/1.1"
+        const auto first = request_line.find(' ');
+        const auto second = request_line.find(' ', first + 1);
+        if (first == std::string::npos || second == std::string::npos ||
+            request_line.compare(second + 1, 5, "HTTP/") != 0) {
+            return text_response(400, "bad request\n");
+        }
+        const std::string method = request_line.substr(0, first);
+        std::string path = request_line.substr(first + 1, second - first - 1);
+        path = path.substr(0, path.find('?'));
+        if (method != "GET") return text_response(405, "only GET is supported\n");
         Handler handler;
         {
             std::lock_guard<std::mutex> lock(mutex);
-            const auto found = handlers.find(request->local_uri);
+            const auto found = handlers.find(path);
             if (found == handlers.end()) return text_response(404, "not found\n");
             handler = found->second;
         }
@@ -125,39 +191,48 @@ void HttpServer::handle(const std::string& path, Handler handler)
 
 Status HttpServer::start(const std::string& host, int port)
 {
-    if (impl_->context != nullptr) return Status::invalid("HTTP server already started");
-    std::string ports;
-    if (Status resolved = listening_port(host, port, ports); !resolved.is_ok()) return resolved;
+    if (impl_->fd >= 0) return Status::invalid("HTTP server already started");
+    const std::string where = host + ":" + std::to_string(port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* addresses = nullptr;
+    const int resolved = ::getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                                       std::to_string(port).c_str(), &hints, &addresses);
+    if (resolved != 0) {
+        return Status::invalid("HTTP " + where + ": cannot resolve: " + gai_strerror(resolved));
+    }
+    std::string failure = "no address";
+    for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+        const int fd =
+            ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            failure = std::strerror(errno);
+            continue;
+        }
+        // A restarted process can bind again while the old connections sit in TIME_WAIT.
+        const int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
+            failure = std::strerror(errno);
+            ::close(fd);
+            continue;
+        }
+        impl_->fd = fd;
+        break;
+    }
+    ::freeaddrinfo(addresses);
+    if (impl_->fd < 0) return Status::invalid("HTTP " + where + ": cannot bind: " + failure);
 
-    static std::once_flag initialised;
-    std::call_once(initialised, [] { mg_init_library(0); });
-    const char* options[] = {"listening_ports",
-                             ports.c_str(),
-                             "num_threads",
-                             kThreads,
-                             "request_timeout_ms",
-                             kRequestTimeoutMs,
-                             "max_request_size",
-                             kMaxRequestSize,
-                             "enable_keep_alive",
-                             "no",
-                             nullptr};
-    mg_callbacks callbacks{};
-    mg_init_data init{&callbacks, nullptr, options};
-    char text[256] = {};
-    mg_error_data error{nullptr, text, sizeof(text)};
-    impl_->context = mg_start2(&init, &error);
-    if (impl_->context == nullptr) {
-        return Status::invalid("HTTP " + host + ":" + std::to_string(port) +
-                               ": cannot bind: " + text);
-    }
-    mg_set_request_handler(impl_->context, "/", &Impl::dispatch, impl_.get());
-    mg_server_port bound{};
-    if (mg_get_server_ports(impl_->context, 1, &bound) != 1) {
-        stop();
-        return Status::invalid("HTTP " + ports + ": no listening port");
-    }
-    impl_->port = bound.port;
+    sockaddr_storage bound{};
+    socklen_t length = sizeof(bound);
+    ::getsockname(impl_->fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    impl_->port = bound.ss_family == AF_INET6
+                      ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                      : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    impl_->stopping = false;
+    impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
     return Status::ok();
 }
 
@@ -168,9 +243,12 @@ int HttpServer::port() const
 
 void HttpServer::stop()
 {
-    if (impl_->context == nullptr) return;
-    mg_stop(impl_->context);
-    impl_->context = nullptr;
+    impl_->stopping = true;
+    if (impl_->thread.joinable()) impl_->thread.join();
+    if (impl_->fd >= 0) {
+        ::close(impl_->fd);
+        impl_->fd = -1;
+    }
 }
 
 }  // namespace ex2d::service

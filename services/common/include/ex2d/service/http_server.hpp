@@ -2,10 +2,9 @@
 #pragma once
 
 /// @file http_server.hpp
-/// The HTTP endpoint of /healthz, /readyz and /metrics, served by civetweb (the server that
-/// prometheus-cpp's pull library is built on) with a pool of worker threads, so that idle or
-/// slow connections do not hold up a probe. Requests are read with a short timeout and a size
-/// cap; every answer closes its connection.
+/// A minimal HTTP/1.0 server on one thread (POSIX sockets) for /healthz, /readyz and /metrics.
+/// Requests are read with a short timeout and a size cap, so a slow or hostile client cannot
+/// stall the service.
 
 #include <functional>
 #include <map>
@@ -26,7 +25,7 @@ class HttpServer {
 public:
     using Handler = std::function<HttpResponse()>;
     HttpServer();
-    ~HttpServer();  ///< stops the server and closes its sockets
+    ~HttpServer();  ///< stops the thread and closes the socket
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
 
