@@ -14,6 +14,7 @@
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/service/wire.hpp"
+#include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
 
 namespace ex2d::fleet_test {
@@ -22,32 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-void expect_clean(const Outcome& o, const char* what)
-{
-    std::printf("%s: %s\n", what, o.report().c_str());
-    EXPECT_EQ(o.lost, 0) << what;
-    EXPECT_EQ(o.duplicates, 0) << what;
-    EXPECT_EQ(o.partial, 0) << what;
-}
-
 std::vector<long long> column(const FitsTableBlob& table, const char* name)
 {
     auto values = read_int_column(table, name);
     EXPECT_TRUE(values.is_ok()) << name << ": " << values.status().to_string();
     return values.is_ok() ? values.value() : std::vector<long long>{};
-}
-
-/// Temporary files (".tmp-" or ".replaced-") anywhere under `dir`.
-int temporaries_under(const std::string& dir)
-{
-    int n = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos)
-            ++n;
-    }
-    return n;
 }
 
 long long inode_of(const std::string& path)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "ex2d/service/wire.hpp"
+#include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
 
 namespace ex2d::fleet_test {
@@ -19,14 +20,6 @@ std::vector<std::string> cameras(int n)
     for (int i = 0; i < n; ++i)
         out.push_back(std::string(1, "brz"[i / 10]) + std::to_string(i % 10));
     return out;
-}
-
-void expect_clean(const Outcome& o, const char* what)
-{
-    std::printf("%s: %s\n", what, o.report().c_str());
-    EXPECT_EQ(o.lost, 0) << what;
-    EXPECT_EQ(o.duplicates, 0) << what;
-    EXPECT_EQ(o.partial, 0) << what;
 }
 
 // A frame held by `process` in `state`, as the ledger shows it; empty if none.

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
 
 namespace ex2d::fleet_test {
@@ -17,27 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-void expect_clean(const Outcome& o, const char* what)
-{
-    std::printf("%s: %s\n", what, o.report().c_str());
-    EXPECT_EQ(o.lost, 0) << what;
-    EXPECT_EQ(o.duplicates, 0) << what;
-    EXPECT_EQ(o.partial, 0) << what;
-}
-
-/// Temporary files (".tmp-" or ".replaced-") anywhere under `dir`.
-int temporaries_under(const std::string& dir)
-{
-    int n = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos)
-            ++n;
-    }
-    return n;
-}
 
 /// One structured log line: its time (ms since the epoch, UTC) and job.
 struct Event {

@@ -337,7 +337,7 @@ StoredFrame to_stored_frame(const ExtractedFrame& frame, double dw)
 Status write_frame(const std::string& path, const ExtractedFrame& frame,
                    const FrameProvenance& provenance)
 {
-    EX2D_RETURN_NOT_OK(check_flavor(path, provenance.image_header));
+    // Sizes first (the narrowing reads every array); FLAVOR is checked by the writer below.
     EX2D_RETURN_NOT_OK(check_frame(path, frame));
     return write_frame(path, to_stored_frame(frame, provenance.options.dw), provenance);
 }

@@ -507,4 +507,16 @@ std::string http_get(const std::string& address, const std::string& path)
     return response;
 }
 
+int temporaries_under(const std::string& dir)
+{
+    int n = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.find(".tmp-") != std::string::npos || name.find(".replaced-") != std::string::npos)
+            ++n;
+    }
+    return n;
+}
+
 }  // namespace ex2d::fleet_test

@@ -141,6 +141,9 @@ private:
     std::vector<std::unique_ptr<Process>> processes_;
 };
 
+/// Temporary files (".tmp-" or ".replaced-") anywhere under `dir`.
+int temporaries_under(const std::string& dir);
+
 /// Waits until `predicate` holds, polling every 50 ms; false after `timeout_s`.
 bool eventually(double timeout_s, const std::function<bool()>& predicate);
 
