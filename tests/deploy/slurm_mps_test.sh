@@ -506,8 +506,25 @@ bad_night=20261123 bad_expid=00000201
 mkdir -p "$tmp/data/preproc/$bad_night/$bad_expid"
 head -c 20000 "$tmp/data/preproc/$night/${expids[0]}/preproc-r0-${expids[0]}.fits" \
   >"$tmp/data/preproc/$bad_night/$bad_expid/preproc-r0-$bad_expid.fits"
+# This job's first Redis finds its port taken when it binds (as when another process holds it
+# between the job's probe and the bind); the job must try another port, not fail.
+mkdir -p "$tmp/stub-port-taken"
+real_redis=$(command -v redis-server)
+cat >"$tmp/stub-port-taken/redis-server" <<EOF
+#!/bin/bash
+if [[ ! -e $tmp/stub-port-taken/tried ]]; then
+  touch $tmp/stub-port-taken/tried
+  log=\$(awk '\$1 == "logfile" { print \$2 }' "\$1")
+  echo "# Warning: Could not create server TCP listening socket *:1: bind: Address already in use" >>"\$log"
+  echo "# Failed listening on port 1 (TCP), aborting." >>"\$log"
+  exit 1
+fi
+exec $real_redis "\$@"
+EOF
+chmod +x "$tmp/stub-port-taken/redis-server"
 t_job=$(date +%s.%N)
-job=$("${job_env[@]}" EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=1 EX2D_SLURM_WORKERS_PER_NODE=1 \
+job=$("${job_env[@]}" "PATH=$tmp/stub-port-taken:$tmp/stub:$PATH" \
+  EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=1 EX2D_SLURM_WORKERS_PER_NODE=1 \
   EX2D_SLURM_BIN="$bin" EX2D_SLURM_WORKDIR="$tmp/work-bad" EX2D_SLURM_TIMEOUT=240 \
   sbatch --parsable -N1 -o "$tmp/night-bad.out" "$src/deploy/slurm/ex2d-night.sbatch" \
   --night-dir "$tmp/data/preproc/$bad_night" --psf "$tmp/data/calib/psf-{camera}.fits" \
@@ -521,6 +538,8 @@ cat "$tmp/night-bad.out" || true
 echo "---"
 check "job $job with a failed frame ends FAILED with exit code 1:0 ($(job_state JobState) $(job_state ExitCode), $bad_s s)" \
   test "$(job_state JobState) $(job_state ExitCode)" = "FAILED 1:0"
+check "a Redis port taken at bind time was retried on another port" \
+  grep -q "was taken when Redis bound it (attempt 1); trying another" "$tmp/night-bad.out"
 check "the job names the failed frame count" grep -q "night $bad_night: 0 frame(s) done, 1 failed" "$tmp/night-bad.out"
 check "its services, stopped after they had started, still exited 0" \
   eval '! grep -q "step exited with status" "$tmp/night-bad.out" && grep -q "stopping the services" "$tmp/night-bad.out"'

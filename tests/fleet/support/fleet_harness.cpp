@@ -170,8 +170,15 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup)
     fs::create_directories(dir_ + "/logs");
     fs::create_directories(dir_ + "/redis");
     fs::create_directories(dir_ + "/calib");
-    redis_port_ = free_port();
-    start_redis();
+    // The port is free when free_port() returns, but another process (a parallel test) may
+    // take it before redis-server binds; a Redis that exits at start gets another port.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        redis_port_ = free_port();
+        if (start_redis()) break;
+    }
+    if (!redis_server_ || !redis_server_->running())
+        throw std::runtime_error("fleet harness: redis-server did not start (see " + dir_ +
+                                 "/logs/redis.log)");
     settings = {{"redis.port", std::to_string(redis_port_)},
                 {"queue.lease_s", "2"},
                 {"queue.reaper_interval_s", "0.5"},
@@ -202,7 +209,7 @@ Fleet::~Fleet()
     }
 }
 
-void Fleet::start_redis()
+bool Fleet::start_redis()
 {
     std::vector<std::string> argv{"/usr/bin/redis-server",
                                   "--port",
@@ -222,11 +229,14 @@ void Fleet::start_redis()
     argv.insert(argv.end(), redis_setup_.args.begin(), redis_setup_.args.end());
     redis_server_ = std::make_unique<Process>("redis", argv, std::map<std::string, std::string>{},
                                               dir_ + "/logs/redis.log");
-    eventually(10, [this] {
-        service::RedisClient probe(
-            {"127.0.0.1", redis_port_, redis_setup_.user, redis_setup_.password, 500});
-        return probe.connect_once().is_ok();
-    });
+    return eventually(10,
+                      [this] {
+                          if (!redis_server_->running()) return true;
+                          service::RedisClient probe({"127.0.0.1", redis_port_, redis_setup_.user,
+                                                      redis_setup_.password, 500});
+                          return probe.connect_once().is_ok();
+                      }) &&
+           redis_server_->running();
 }
 
 void Fleet::kill_redis()

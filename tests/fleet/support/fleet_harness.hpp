@@ -130,7 +130,7 @@ public:
     std::string psf_template() const { return dir_ + "/calib/psf-small-{camera}.fits"; }
 
 private:
-    void start_redis();
+    bool start_redis();  ///< false when redis-server exited at start (its port was taken)
     void ensure_small_psf(const std::string& camera);
     std::vector<std::string> simulate_argv(int expid, const std::string& camera, int seed,
                                            const std::string& night, std::string* path);
