@@ -22,6 +22,7 @@
 #include "compressors.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/logging.hpp"
+#include "ex2d/service/allocator.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/wire.hpp"
 #include "writer.hpp"
@@ -282,6 +283,7 @@ int main(int argc, char** argv)
     CLI11_PARSE(app, argc, argv);
 
     const std::vector<Stage> stages = all_stages();
+    std::printf("malloc: %s\n", ex2d::service::allocator_description().c_str());
     if (list) {
         for (const Stage& s : stages) std::printf("%-14s %s\n", s.name.c_str(), s.what.c_str());
         return 0;

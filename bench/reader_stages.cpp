@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "ex2d/service/allocator.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/wire.hpp"
 #include "load_frame.hpp"
@@ -57,6 +58,7 @@ int main(int argc, char** argv)
     job.options = R"({"wavelength":"5760.0,7620.0,0.8","specmin":0,"nspec":500})";
     job.stream = "s";
     job.stream_id = "1-0";
+    std::printf("malloc: %s\n", ex2d::service::allocator_description().c_str());
     std::printf("step                     cpu_s   wall_s\n");
     ex2d::reader::FrameLoader loader("bench");
     zmq::context_t context;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ex2d/logging.hpp"
+#include "ex2d/service/allocator.hpp"
 #include "ex2d/service/http_server.hpp"
 #include "ex2d/service/json_log.hpp"
 
@@ -90,8 +91,8 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
         return exit_config;
     }
     ctx.set_http_address(http_address(http_host, http.port()));
-    log->info("start role={} name={} http={} version={}", ctx.role(), ctx.name(),
-              ctx.http_address(), EX2D_VERSION);
+    log->info("start role={} name={} http={} version={} malloc={}", ctx.role(), ctx.name(),
+              ctx.http_address(), EX2D_VERSION, allocator_description());
 
     std::unique_ptr<Service> service = factory(ctx);
     if (!service) throw Error("the service factory returned no service");
