@@ -8,9 +8,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <lapacke.h>
 
 #include "band_solve.hpp"
+#include "lapack_fortran.hpp"
 
 namespace ex2d::cpu {
 namespace {
@@ -35,7 +35,7 @@ TEST(BandSolve, CholeskyMatchesLapack)
     const std::vector<double> a = random_band(m, kd, 2.0 * kd + 1.0, 3);
     std::vector<double> ours = a, lapack = a;
     ASSERT_EQ(band_cholesky(ours.data(), m, kd), 0);
-    ASSERT_EQ(LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, lapack.data(), kd + 1), 0);
+    ASSERT_EQ(lapack::dpbtrf('L', m, kd, lapack.data(), kd + 1), 0);
     for (int j = 0; j < m; ++j) {
         for (int d = 0; d <= kd && j + d < m; ++d) {
             const size_t k = d + size_t(j) * (kd + 1);
@@ -51,7 +51,7 @@ TEST(BandSolve, CholeskyReportsTheRowThatIsNotPositiveAsLapackDoes)
     for (const double diagonal : {0.5, 1.5, 3.0}) {  // indefinite for the smaller diagonals
         const std::vector<double> a = random_band(m, kd, diagonal, 11);
         std::vector<double> ours = a, lapack = a;
-        const int expected = LAPACKE_dpbtrf(LAPACK_COL_MAJOR, 'L', m, kd, lapack.data(), kd + 1);
+        const int expected = lapack::dpbtrf('L', m, kd, lapack.data(), kd + 1);
         EXPECT_EQ(band_cholesky(ours.data(), m, kd), expected) << "diagonal " << diagonal;
     }
     std::vector<double> nan_pivot = random_band(m, kd, 20.0, 13);

@@ -5,11 +5,10 @@
 // Measured agreement is ~1e-12 relative; the assertions allow 1e-10.
 #include <cmath>
 
-#include <cblas.h>
 #include <gtest/gtest.h>
-#include <lapacke.h>
 
 #include "ex2d/extraction.hpp"
+#include "lapack_fortran.hpp"
 #include "tiny_psf.hpp"
 
 namespace ex2d {
@@ -50,10 +49,10 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
         pix[k] = image.pixels[g];
         for (int u = 0; u < m; ++u) wa[size_t(k) * m + u] *= image.weights[g];
     }
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, m, npix, 1.0, wa.data(), m, a.data(), m,
-                0.0, icov.data(), m);
-    cblas_dgemv(CblasRowMajor, CblasTrans, npix, m, 1.0, wa.data(), m, pix.data(), 1, 0.0, y.data(),
-                1);
+    // LAPACK is column-major: the row-major npix x m arrays A and WA are m x npix there, so
+    // iCov = WA^T A (row-major) is A_cm WA_cm^T and y = WA^T pix is WA_cm pix.
+    lapack::dgemm('N', 'T', m, m, npix, 1.0, a.data(), m, wa.data(), m, 0.0, icov.data(), m);
+    lapack::dgemv('N', m, npix, 1.0, wa.data(), m, pix.data(), 0.0, y.data());
     for (int k = 0; k < npix; ++k) {
         for (int u = 0; u < m; ++u) fw[u] += wa[size_t(k) * m + u];
     }
@@ -64,14 +63,14 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
         icov[size_t(u) * m + u] += alpha * alpha + 1e-15;
     }
     std::vector<double> cov(icov);
-    EXPECT_EQ(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', m, cov.data(), m), 0);
-    EXPECT_EQ(LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', m, cov.data(), m), 0);
+    // The row-major upper triangle is the column-major lower one.
+    EXPECT_EQ(lapack::dpotrf('L', m, cov.data(), m), 0);
+    EXPECT_EQ(lapack::dpotri('L', m, cov.data(), m), 0);
     for (int i = 0; i < m; ++i) {
         for (int j = 0; j < i; ++j) cov[size_t(i) * m + j] = cov[size_t(j) * m + i];
     }
     std::vector<double> f(m);
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, m, m, 1.0, cov.data(), m, y.data(), 1, 0.0, f.data(),
-                1);
+    lapack::dgemv('T', m, m, 1.0, cov.data(), m, y.data(), 0.0, f.data());
 
     DenseResult out;
     const int ncf = p.ncore_fiber(), ncw = p.ncore_wave, nd = psf.hsizey, ndiag = 2 * nd + 1;
@@ -86,7 +85,13 @@ DenseResult dense_patch(const PatchGeometry& p, const GaussHermitePsf& psf,
             for (int j = 0; j < nw; ++j)
                 block[size_t(i) * nw + j] = cov[size_t(s * nw + i) * m + s * nw + j];
         }
-        EXPECT_EQ(LAPACKE_dsyev(LAPACK_ROW_MAJOR, 'V', 'U', nw, block.data(), nw, eig.data()), 0);
+        // Column-major: eigenvector k is row k of the row-major block; transposed below so
+        // that block[i * nw + k] is its component i.
+        EXPECT_EQ(lapack::dsyev('V', 'L', nw, block.data(), nw, eig.data()), 0);
+        for (int i = 0; i < nw; ++i) {
+            for (int k = 0; k < i; ++k)
+                std::swap(block[size_t(i) * nw + k], block[size_t(k) * nw + i]);
+        }
         const double floor_eig = 1e-14 * eig[nw - 1];
         for (int i = 0; i < nw; ++i) {
             for (int j = 0; j < nw; ++j) {

@@ -7,29 +7,15 @@
 #include <mutex>
 #include <thread>
 
-#include <cblas.h>
-
 #include "ex2d/cpu_count.hpp"
 #include "ex2d/extraction_backend.hpp"
+#include "blas_threads.hpp"
 #include "cpu_clock.hpp"
 #include "patch_solver.hpp"
-
-extern "C" void openblas_set_num_threads(int);
-// OpenBLAS's pthread build starts its own threads when loaded; they spin in sched_yield for a
-// while before sleeping, which cost a one-bundle process 0.1 core-s. Weak: other builds of
-// OpenBLAS (serial, OpenMP) have no such threads and no such function.
-extern "C" __attribute__((weak)) int blas_thread_shutdown_(void);
 
 namespace ex2d {
 
 namespace {
-
-// Parallelism comes from patches; a multi-threaded BLAS inside would oversubscribe.
-void use_single_threaded_blas()
-{
-    openblas_set_num_threads(1);
-    if (blas_thread_shutdown_) blas_thread_shutdown_();
-}
 
 // Done once at load as well, so that OpenBLAS's threads stop before the frame is read rather
 // than spinning through it.

@@ -5,16 +5,12 @@
 #include <climits>
 #include <cmath>
 
-#include <cblas.h>
-#include <lapacke.h>
-
 #include "band_solve.hpp"
 #include "cpu_clock.hpp"
+#include "lapack_fortran.hpp"
 #include "vector_ops.hpp"
 
 namespace ex2d::cpu {
-
-static_assert(sizeof(lapack_int) == sizeof(int), "PatchWorkspace keeps LAPACK's iwork as int");
 
 namespace {
 
@@ -191,8 +187,10 @@ void covariance_block(const Layout& lay, int f, PatchWorkspace& ws)
     ws.cov_block.assign(size_t(nw) * nw, 0.0);
     for (int k0 = f; k0 < m; k0 += block_rows) {
         const int k1 = std::min(m, k0 + block_rows);
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, active_columns(k1 - 1), k1 - k0, 1.0,
-                    &ws.z[size_t(k0) * ldz], ldz, 1.0, ws.cov_block.data(), nw);
+        // Rows k0..k1 of Z (row-major, ldz) are, column-major, an n x k matrix Z_cm; the
+        // row-major upper triangle of Z^T Z is the column-major lower one of Z_cm Z_cm^T.
+        lapack::dsyrk('L', 'N', active_columns(k1 - 1), k1 - k0, 1.0, &ws.z[size_t(k0) * ldz], ldz,
+                      1.0, ws.cov_block.data(), nw);
     }
 }
 
@@ -208,19 +206,18 @@ bool inverse_sqrt(int n, PatchWorkspace& ws)
     ws.eigval.resize(n);
     if (ws.eig_size != n) {
         double work_query = 0;
-        lapack_int iwork_query = 0;
-        if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n,
-                                ws.eigval.data(), &work_query, -1, &iwork_query, -1) != 0) {
+        int iwork_query = 0;
+        if (lapack::dsyevd('V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(), &work_query, -1,
+                           &iwork_query, -1) != 0) {
             return false;
         }
         ws.eig_work.resize(size_t(work_query));
         ws.eig_iwork.resize(size_t(iwork_query));
         ws.eig_size = n;
     }
-    if (LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(),
-                            ws.eig_work.data(), lapack_int(ws.eig_work.size()),
-                            reinterpret_cast<lapack_int*>(ws.eig_iwork.data()),
-                            lapack_int(ws.eig_iwork.size())) != 0) {
+    if (lapack::dsyevd('V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(), ws.eig_work.data(),
+                       int(ws.eig_work.size()), ws.eig_iwork.data(),
+                       int(ws.eig_iwork.size())) != 0) {
         return false;
     }
     const double max_eig = *std::max_element(ws.eigval.begin(), ws.eigval.end());
@@ -283,8 +280,7 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
         return {false, "iCov is not positive definite"};
     }
     ws.xflux = ws.rhs;
-    if (LAPACKE_dpbtrs(LAPACK_COL_MAJOR, 'L', m, kd, 1, ws.band.data(), ldab, ws.xflux.data(), m) !=
-            0 ||
+    if (lapack::dpbtrs('L', m, kd, 1, ws.band.data(), ldab, ws.xflux.data(), m) != 0 ||
         !all_finite(ws.xflux.data(), m)) {
         return {false, "non-finite deconvolved flux"};
     }
