@@ -2,9 +2,9 @@
 #pragma once
 
 /// @file http_server.hpp
-/// A minimal HTTP/1.0 server on one thread (POSIX sockets) for /healthz, /readyz and /metrics.
-/// Requests are read with a short timeout and a size cap, so a slow or hostile client cannot
-/// stall the service.
+/// The services' HTTP endpoint for /healthz, /readyz and /metrics (GNU libmicrohttpd, one
+/// thread polling all connections): idle, slow or hostile clients cannot stall it; requests are
+/// capped in size and dropped after 1 s if incomplete.
 
 #include <functional>
 #include <map>
