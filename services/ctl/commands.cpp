@@ -46,6 +46,30 @@ std::string fill(std::string text, const std::string& key, const std::string& va
     return text;
 }
 
+std::string filled(const std::string& text, const Job& job)
+{
+    return fill(fill(fill(text, "{night}", job.night), "{expid}", job.expid), "{camera}",
+                job.camera);
+}
+
+/// The frame's bad-column table (datamodel 4.5 and 4.7): the --badcolumns template, else
+/// desi_proc's SPECPROD/calibnight/NIGHT/badcolumns-CAMERA-NIGHT.csv where the preproc file sits
+/// in desispec's SPECPROD/preproc/NIGHT/EXPID/ (SPECPROD is then the folder above preproc/),
+/// else none.
+std::string badcolumns_for(const fs::path& preproc, const Job& job, const SubmitArgs& a)
+{
+    if (a.badcolumns_template == "none") return "";
+    if (!a.badcolumns_template.empty())
+        return fs::absolute(filled(a.badcolumns_template, job)).string();
+    const fs::path preproc_root = preproc.parent_path().parent_path().parent_path();
+    if (preproc_root.filename() != "preproc" || preproc.parent_path().filename() != job.expid) {
+        return "";
+    }
+    return (preproc_root.parent_path() / "calibnight" / job.night /
+            ("badcolumns-" + job.camera + "-" + job.night + ".csv"))
+        .string();
+}
+
 const std::regex kPreprocName(R"(preproc-([brz][0-9])-([0-9]{1,8})\.fits(\.gz|\.fz)?)");
 
 std::vector<std::string> preproc_files_in(const fs::path& dir, bool recursive)
@@ -88,10 +112,8 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     job.campaign = a.lane == "nightly" ? "nightly" : a.campaign;
     job.job = job.campaign + "/" + job.expid + "/" + job.camera;
     job.preproc = p.string();
-    job.psf =
-        fs::absolute(fill(fill(fill(a.psf_template, "{night}", job.night), "{expid}", job.expid),
-                          "{camera}", job.camera))
-            .string();
+    job.psf = fs::absolute(filled(a.psf_template, job)).string();
+    job.badcolumns = badcolumns_for(fs::path(p).lexically_normal(), job, a);
     std::string compression = a.compression;
     if (compression == "env") {
         const char* env = std::getenv("DESI_COMPRESSION");
@@ -190,7 +212,10 @@ int submit(Connection& c, const SubmitArgs& a)
         auto r = c.plane->submit(job, a.force);
         if (!r.is_ok()) throw CtlExit{kExitRedis, r.status().message()};
         r.value() ? ++queued : ++skipped;
-        out.push_back({{"job", job.job}, {"queued", r.value()}, {"output", job.output}});
+        out.push_back({{"job", job.job},
+                       {"queued", r.value()},
+                       {"output", job.output},
+                       {"badcolumns", job.badcolumns}});
         if (!a.json && !r.value())
             std::cout << "skipped " << job.job << ": already queued, running or done\n";
     }

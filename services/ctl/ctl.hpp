@@ -46,6 +46,9 @@ struct SubmitArgs {
     std::string exposure_dir, night_dir, list_file, tree;
     std::string psf_template;  ///< {night} {expid} {camera} placeholders
     std::string output_root;
+    /// Bad-column table per frame, {night} {expid} {camera} filled in; "" = desispec's
+    /// calibnight layout where the preproc file is in desispec's layout; "none" = no step.
+    std::string badcolumns_template;
     std::string lane = "nightly";
     std::string campaign;
     std::string wavelength = "auto";  ///< auto = desi_proc's grid of the camera's arm

@@ -66,6 +66,12 @@ void add_submit_command(CLI::App& app, ctl::SubmitArgs& sub, CommandArgs& a)
             "--output-root", sub.output_root,
             "SPECPROD folder: frames go to exposures/NIGHT/EXPID/frame-CAM-EXPID.fits[.gz]")
         ->required();
+    submit->add_option(
+        "--badcolumns", sub.badcolumns_template,
+        "Bad-column table (calibnight CSV) whose mask each frame gets; {night} {expid} "
+        "{camera} are filled in; none: no bad-column step (default: "
+        "SPECPROD/calibnight/{night}/badcolumns-{camera}-{night}.csv for preproc files in "
+        "desispec's SPECPROD/preproc/NIGHT/EXPID/, else none)");
     submit->add_option("--lane", sub.lane, "nightly or campaign")->capture_default_str();
     submit->add_option("--campaign", sub.campaign, "Campaign name (campaign lane)");
     submit

@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 #include "cli_support.hpp"
+#include "ex2d/badcolumns.hpp"
 #include "ex2d/barycentric.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/frame_io.hpp"
@@ -19,6 +21,7 @@
 #include "ex2d/logging.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
+#include "ex2d/synthetic_psf.hpp"
 #include "interrupt.hpp"
 
 namespace ex2d::tool {
@@ -27,6 +30,8 @@ namespace {
 
 struct ExtractArgs {
     std::string input, fibermap, psf, output, model, wavelength;
+    std::string badcolumns;  ///< desi_compute_badcolumn_mask's table; empty: no such step
+    BadColumnThresholds badcolumn_thresholds;
     BackendChoice backend;
     ExtractionOptions opt;
     bool no_gpu = false, no_scores = false, verbose = false, mpi = false;
@@ -86,6 +91,52 @@ void check_option_values(ExtractArgs& args)
                        args.no_gpu ? "--no-gpu" : "DESI_NO_GPU is set");
     }
     args.opt.want_model = !args.model.empty();
+    const BadColumnThresholds& bc = args.badcolumn_thresholds;
+    if (!(bc.elec_per_sec > 0)) {
+        throw CommandExit(kExitUsage, "--badcolumn-threshold must be > 0 electrons/s");
+    }
+    if (!(bc.fiber_fraction > 0 && bc.fiber_fraction <= 1)) {
+        throw CommandExit(kExitUsage, "--badcolumn-frac-threshold must be in (0, 1]");
+    }
+}
+
+/// The bad-column table and the camera's arm, read before the extraction: a bad table fails
+/// the run in a second. An explicit --badcolumns that is missing is an input error (as for
+/// desi_compute_badcolumn_mask); only the fleet's desispec-layout default may be absent.
+struct BadColumnStep {
+    BadColumns table;
+    char arm = 'r';
+};
+std::optional<BadColumnStep> read_badcolumn_step(const ExtractArgs& args, const FitsHeader& image)
+{
+    if (args.badcolumns.empty()) return std::nullopt;
+    BadColumnStep step;
+    step.table = value_or_exit(read_badcolumns_csv(args.badcolumns), kExitInput);
+    const auto arm = parse_arm(image.get_string("CAMERA").value_or(""));
+    if (!arm.is_ok()) {
+        exit_on_error(
+            Status::format(args.input + ": no CAMERA b#, r# or z# in the header, which "
+                                        "--badcolumns needs for the fibermask BADAMP bit"),
+            kExitInput);
+    }
+    step.arm = arm_letter(arm.value());
+    return step;
+}
+
+/// desi_proc's bad-column step (datamodel 4.7) on the finished frame: MASK and FIBERSTATUS.
+void apply_badcolumn_step(const ExtractArgs& args, const BadColumnStep& step,
+                          const GaussHermitePsf& psf, ExtractedFrame& frame,
+                          FitsTableBlob& fibermap)
+{
+    const BadColumnFrame target{&psf.xtrace,       &frame.wave, frame.specmin, frame.nspec,
+                                frame.mask.data(), &fibermap,   step.arm};
+    const BadColumnOutcome outcome = value_or_exit(
+        apply_badcolumn_mask(step.table, target, args.badcolumn_thresholds), kExitInput);
+    logger()->info(
+        "badcolumn mask file={} columns={} masked_bins={} masked_fibers={} "
+        "badamp_fibers={}",
+        args.badcolumns, step.table.column.size(), outcome.masked_bins, outcome.masked_fibers,
+        outcome.flagged_spectra.size());
 }
 
 /// desispec (makepath in io.write_frame) creates a missing output folder; ex2d reports it
@@ -170,6 +221,7 @@ void run_extract(ExtractArgs& args)
                                        ? meta.fibermap
                                        : value_or_exit(read_fibermap(args.fibermap), kExitInput);
     check_image(args, meta, psf, fibermap);
+    const std::optional<BadColumnStep> badcolumn_step = read_badcolumn_step(args, meta.header);
     const std::string ids = header_id(meta);
     auto backend = make_backend_or_exit(args.backend);
 
@@ -218,6 +270,7 @@ void run_extract(ExtractArgs& args)
     FrameProvenance prov;
     prov.image_header = image_header;
     prov.fibermap = fibermap;
+    if (badcolumn_step) apply_badcolumn_step(args, *badcolumn_step, psf, frame, prov.fibermap);
     prov.psf_header = psf.psf_header;
     prov.input_image = args.input;
     prov.input_psf = args.psf;
@@ -263,6 +316,17 @@ void add_extract_command(CLI::App& app)
     cmd->add_flag("--barycentric-correction", args->barycentric,
                   "Extract on the barycentric grid and write HELIOCOR, as desispec does");
     cmd->add_flag("--mpi", args->mpi, "Accepted for desi_extract_spectra; ignored (threads)");
+    cmd->add_option("--badcolumns", args->badcolumns,
+                    "Apply desi_proc's bad-column mask from this calibnight badcolumns CSV "
+                    "(MASK bit BADCOLUMN, FIBERSTATUS BADAMP; default: no such step)");
+    cmd->add_option("--badcolumn-threshold", args->badcolumn_thresholds.elec_per_sec,
+                    "Bias in electrons/s that masks a bin (desi_compute_badcolumn_mask "
+                    "--threshold-elec-per-sec)")
+        ->default_val(0.005);
+    cmd->add_option("--badcolumn-frac-threshold", args->badcolumn_thresholds.fiber_fraction,
+                    "Share of a fibre's bins with BADCOLUMN that sets BADAMP in FIBERSTATUS "
+                    "(desi_compute_badcolumn_mask --frac-threshold)")
+        ->default_val(0.4);
     cmd->add_flag("--no-scores", args->no_scores, "Do not compute and write the SCORES HDU");
     cmd->add_flag("--use-specter", args->use_specter, "Refused: ex2d is gpu_specter's algorithm");
     cmd->add_flag("--decorrelate-fibers", args->decorrelate_fibers,

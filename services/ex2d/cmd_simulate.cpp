@@ -17,6 +17,7 @@ namespace {
 
 struct SimulateArgs {
     std::string psf, output, truth, wavelength;
+    std::string badcolumns_out;  ///< calibnight badcolumns CSV to write; empty: none
     bool no_noise = false;
     SimulationOptions opt;
 };
@@ -59,6 +60,13 @@ void run_simulate(SimulateArgs& args, bool camera_given)
     const SimulatedFrame frame = value_or_exit(simulate_frame(psf, args.opt));
     exit_on_error(write_preproc(args.output, frame.preproc), kExitOutput);
     exit_on_error(write_truth(args.truth, frame.truth), kExitOutput);
+    if (!args.badcolumns_out.empty()) {
+        const BadColumns table = simulated_badcolumns(psf, args.opt);
+        exit_on_error(write_badcolumns_csv(args.badcolumns_out, table, args.opt.camera),
+                      kExitOutput);
+        logger()->info("simulate badcolumns file={} columns={}", args.badcolumns_out,
+                       table.column.size());
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     logger()->info(
@@ -113,6 +121,10 @@ void add_simulate_command(CLI::App& app)
     cmd->add_option("--cosmics", opt.n_cosmics, "Number of cosmic-ray tracks (mask bit COSMIC)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--badcolumns-out", args->badcolumns_out,
+                    "Also write a calibnight badcolumns CSV (COLUMN, ELEC_PER_SEC) for "
+                    "desi_proc's bad-column step: a strong column on a trace, one between two "
+                    "fibres, one too weak to mask");
     cmd->add_option("--bad-columns", opt.n_bad_columns, "Number of bad columns (mask bit BAD)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);

@@ -2,11 +2,13 @@
 #include "load_frame.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "ex2d/extraction.hpp"
 #include "ex2d/input_checks.hpp"
+#include "ex2d/logging.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/service/fault_injection.hpp"
@@ -45,6 +47,26 @@ Status check_frame(const service::Job& job, const PreprocImage& header_only,
     return Status::ok();
 }
 
+/// The job's bad-column table, read before the pixels (datamodel 4.7): a malformed file fails
+/// the job with its name; a missing one gets desi_proc's warning and an unmasked frame.
+Status read_badcolumn_table(const service::Job& job, std::string& state, BadColumns& table)
+{
+    state = "none";
+    if (job.badcolumns.empty()) return Status::ok();
+    std::error_code ec;
+    if (!std::filesystem::exists(job.badcolumns, ec)) {
+        state = "missing";
+        logger()->warn(
+            "badcolumns missing file={}: the frame is written without the "
+            "bad-column mask, as desi_proc does",
+            job.badcolumns);
+        return Status::ok();
+    }
+    EX2D_ASSIGN_OR_RETURN(table, read_badcolumns_csv(job.badcolumns));
+    state = "read";
+    return Status::ok();
+}
+
 }  // namespace
 
 Result<service::FrameInputs> FrameLoader::load_as_float64(const service::Job& job)
@@ -68,6 +90,9 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
 {
     const auto start = std::chrono::steady_clock::now();
     EX2D_ASSIGN_OR_RETURN(ExtractionOptions opt, service::options_from_json(job.options));
+    std::string badcolumn_state;
+    BadColumns badcolumns;
+    EX2D_RETURN_NOT_OK(read_badcolumn_table(job, badcolumn_state, badcolumns));
     EX2D_ASSIGN_OR_RETURN(std::vector<std::uint8_t> psf_bytes, read_bytes(job.psf));
     // Parse the very bytes that travel, so that the worker gets exactly what was checked.
     EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(psf_bytes, job.psf));
@@ -102,6 +127,8 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
     }
     in.job = job;
     in.reader = reader_name_;
+    in.badcolumn_table = badcolumn_state;
+    in.badcolumns = std::move(badcolumns);
     in.psf_checksum = wire::hex64(wire::checksum64(psf_bytes.data(), psf_bytes.size()));
     in.psf_file = std::move(psf_bytes);
     service::test_delay("READ");

@@ -16,6 +16,7 @@
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/service/fault_injection.hpp"
+#include "ex2d/synthetic_psf.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
@@ -27,6 +28,33 @@ using service::Job;
 
 using service::job_log_context;
 using service::seconds;
+
+namespace {
+
+/// desi_proc's bad-column step on the finished frame (datamodel 4.7), by the function that
+/// `ex2d extract --badcolumns` calls, so that both write the same MASK and FIBERMAP. The
+/// worker applies it because it holds the PSF's traces and the frame.
+Status apply_badcolumn_step(const service::FrameInputs& in, const GaussHermitePsf& psf,
+                            service::FrameOutputs& out)
+{
+    out.badcolumn_mask = in.badcolumn_table == "read" ? "applied" : in.badcolumn_table;
+    if (in.badcolumn_table != "read") return Status::ok();
+    EX2D_ASSIGN_OR_RETURN(Arm arm, parse_arm(in.job.camera));
+    StoredFrame& f = out.frame;
+    const BadColumnFrame target{&psf.xtrace,   &f.wave,       f.specmin,      f.nspec,
+                                f.mask.data(), &out.fibermap, arm_letter(arm)};
+    EX2D_ASSIGN_OR_RETURN(BadColumnOutcome outcome, apply_badcolumn_mask(in.badcolumns, target));
+    out.badcolumn_bins = outcome.masked_bins;
+    out.badcolumn_badamp_fibers = long(outcome.flagged_spectra.size());
+    logger()->info(
+        "badcolumn mask file={} columns={} masked_bins={} masked_fibers={} "
+        "badamp_fibers={}",
+        in.job.badcolumns, in.badcolumns.column.size(), outcome.masked_bins, outcome.masked_fibers,
+        outcome.flagged_spectra.size());
+    return Status::ok();
+}
+
+}  // namespace
 
 Worker::Worker(service::ServiceContext& ctx)
     : ctx_(ctx),
@@ -280,6 +308,7 @@ Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in)
     // Narrowed to the file's float32 here, SCORES from the float64 values: the writer gets
     // what it writes and no more (xflux and pixmask_fraction are not in a frame file).
     out.frame = to_stored_frame(frame, opt.dw);
+    EX2D_RETURN_NOT_OK(apply_badcolumn_step(in, *psf, out));
     out.read_seconds = in.read_seconds;
     out.extract_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     logger()->info("extracted patches={} retried={} failed={} extract_s={:.2f}", out.npatch,

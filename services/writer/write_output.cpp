@@ -76,6 +76,17 @@ Result<WriteOutcome> describe(const std::string& path, bool skipped)
     return outcome;
 }
 
+/// desi_proc skips the bad-column step when the final frame exists (datamodel 4.7), so a frame
+/// written under that name without the mask its job names would never get it.
+Status check_badcolumn_step(const service::FrameOutputs& out)
+{
+    if (out.job.badcolumns.empty()) return Status::ok();
+    if (out.badcolumn_mask == "applied" || out.badcolumn_mask == "missing") return Status::ok();
+    return Status::format(out.job.output + ": not written: the job names bad-column table " +
+                          out.job.badcolumns + " but the frame does not say it carries its mask " +
+                          "(badcolumn_mask '" + out.badcolumn_mask + "')");
+}
+
 }  // namespace
 
 Status check_frame_identity(const service::FrameOutputs& out)
@@ -121,6 +132,7 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
                                   TemporaryLedger& temporaries)
 {
     EX2D_RETURN_NOT_OK(check_frame_identity(out));
+    EX2D_RETURN_NOT_OK(check_badcolumn_step(out));
     const fs::path final_path(out.job.output);
     const FrameProvenance prov = provenance_of(out);
     std::error_code ec;

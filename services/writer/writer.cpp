@@ -284,9 +284,10 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
     keeper_->set_field("frames", std::to_string(++frames_done_));
     logger()->info(
         "frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
-        "extract_s={:.2f} worker={}",
+        "extract_s={:.2f} worker={} badcolumn_mask={} badcolumn_bins={} badamp_fibers={}",
         outcome.value().skipped ? "already written" : "written", job.output, outcome.value().bytes,
-        outcome.value().checksum, write_seconds, out.read_seconds, out.extract_seconds, out.worker);
+        outcome.value().checksum, write_seconds, out.read_seconds, out.extract_seconds, out.worker,
+        out.badcolumn_mask, out.badcolumn_bins, out.badcolumn_badamp_fibers);
 }
 
 bool Writer::step()

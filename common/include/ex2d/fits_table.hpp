@@ -25,6 +25,12 @@ struct FitsTableBlob {
 Result<std::vector<long long>> read_int_column(const FitsTableBlob& table,
                                                const std::string& column);
 
+/// ORs `bits[i]` into integer column `column` of row `first_row + i` (0-based), e.g. fibermask
+/// bits into FIBERSTATUS; the table is rebuilt in memory, every other value and card kept. A
+/// missing or non-integer column or too few rows is a format error and leaves `table` as it was.
+Status or_int_column_bits(FitsTableBlob& table, const std::string& column, long first_row,
+                          const std::vector<long long>& bits);
+
 /// The table HDU's header (every card, e.g. the exposure keywords a FIBERMAP carries).
 Result<FitsHeader> read_table_header(const FitsTableBlob& table);
 

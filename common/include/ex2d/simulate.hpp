@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ex2d/badcolumns.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf.hpp"
 #include "ex2d/status.hpp"
@@ -48,6 +49,12 @@ struct SimulatedFrame {
 /// Simulates a frame. The photons are laid on a grid with the extraction grid's step and
 /// phase that covers the whole CCD, so the image also holds light from outside the grid.
 Result<SimulatedFrame> simulate_frame(const GaussHermitePsf& psf, const SimulationOptions& opt);
+
+/// A few bad columns for desi_proc's bad-column step (datamodel 4.7), placed from the lit
+/// fibres' traces at the middle of the grid: a strong one (1 e/s) on the trace of the fibre a
+/// tenth into the lit range, one (0.3 e/s) halfway between the middle fibre and the next, and
+/// one (0.002 e/s) on the fibre eight tenths in, too weak to mask anything. Deterministic.
+BadColumns simulated_badcolumns(const GaussHermitePsf& psf, const SimulationOptions& opt);
 
 /// Truth file: primary HDU empty, WAVELENGTH (float64 [nwave]), PHOTONS (float64
 /// [nspec][nwave]) with SPECMIN in its header. Written atomically.

@@ -31,9 +31,12 @@ const char* to_string(Fence fence)
 
 std::map<std::string, std::string> Job::fields() const
 {
-    return {{"job", job},       {"lane", lane},      {"campaign", campaign}, {"night", night},
-            {"expid", expid},   {"camera", camera},  {"preproc", preproc},   {"psf", psf},
-            {"output", output}, {"options", options}};
+    return {{"job", job},           {"lane", lane},
+            {"campaign", campaign}, {"night", night},
+            {"expid", expid},       {"camera", camera},
+            {"preproc", preproc},   {"psf", psf},
+            {"output", output},     {"badcolumns", badcolumns},
+            {"options", options}};
 }
 
 Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fields)
@@ -58,6 +61,8 @@ Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fie
             j.psf = v;
         else if (k == "output")
             j.output = v;
+        else if (k == "badcolumns")
+            j.badcolumns = v;
         else if (k == "options")
             j.options = v;
     }

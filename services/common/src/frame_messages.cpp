@@ -158,6 +158,11 @@ Status check_count(const wire::IncomingMessage& m, std::size_t part, std::size_t
     return Status::ok();
 }
 
+std::string meta_text(const json& meta, const char* key)
+{
+    return meta.contains(key) && meta[key].is_string() ? meta[key].get<std::string>() : "";
+}
+
 template <typename T>
 T meta_number(const json& meta, const char* key, T fallback)
 {
@@ -193,6 +198,7 @@ wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::
     m.meta["psf_checksum"] = in.psf_checksum;
     m.meta["read_seconds"] = in.read_seconds;
     m.meta["fibermap_rows"] = in.fibermap.nrows;
+    m.meta["badcolumn_table"] = in.badcolumn_table;
     m.arrays.push_back(std::move(image));
     m.arrays.push_back(std::move(weights));
     const int psf_bytes = int(in.psf_file.size());
@@ -200,6 +206,13 @@ wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::
     const int fm_bytes = int(in.fibermap.fits_bytes.size());
     m.arrays.push_back(
         ArrayPart::from_vector(DType::u8, std::move(in.fibermap.fits_bytes), {fm_bytes}));
+    const int nbad = int(in.badcolumns.column.size());
+    if (std::size_t(nbad) != in.badcolumns.elec_per_sec.size()) {
+        throw Error("encode_frame: bad-column COLUMN and ELEC_PER_SEC differ in length");
+    }
+    m.arrays.push_back(ArrayPart::from_vector(DType::f64, std::move(in.badcolumns.column), {nbad}));
+    m.arrays.push_back(
+        ArrayPart::from_vector(DType::f64, std::move(in.badcolumns.elec_per_sec), {nbad}));
     return m;
 }
 
@@ -209,7 +222,7 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
     if (m.type != wire::MessageType::frame) return Status::format("message: not a FRAME");
     FrameInputs in;
     EX2D_ASSIGN_OR_RETURN(in.job, job_from_message(m));
-    if (m.parts.size() != 4) return Status::format("FRAME: expected 4 arrays");
+    if (m.parts.size() != 6) return Status::format("FRAME: expected 6 arrays");
     if (m.header.parts[0].ndim != 2) return Status::format("FRAME: image is not 2-D");
     in.ny = m.header.parts[0].shape[0];
     in.nx = m.header.parts[0].shape[1];
@@ -232,6 +245,25 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
         in.preproc_checksum = m.meta.value("preproc_checksum", "");
     if (m.meta.contains("psf_checksum")) in.psf_checksum = m.meta.value("psf_checksum", "");
     in.read_seconds = meta_number<double>(m.meta, "read_seconds", 0.0);
+    in.badcolumn_table = meta_text(m.meta, "badcolumn_table");
+    if (in.badcolumn_table != "none" && in.badcolumn_table != "missing" &&
+        in.badcolumn_table != "read") {
+        return Status::format("FRAME: badcolumn_table '" + in.badcolumn_table +
+                              "' is not none, missing or read");
+    }
+    const std::size_t nbad = m.count(4);
+    EX2D_RETURN_NOT_OK(check_count(m, 4, nbad, "badcolumn_column", DType::f64));
+    EX2D_RETURN_NOT_OK(check_count(m, 5, nbad, "badcolumn_elec_per_sec", DType::f64));
+    if (m.dtype(4) != DType::f64 || m.dtype(5) != DType::f64) {
+        return Status::format("FRAME: the bad-column table must be f64");
+    }
+    if (nbad > 0 && in.badcolumn_table != "read") {
+        return Status::format("FRAME: a bad-column table with badcolumn_table '" +
+                              in.badcolumn_table + "'");
+    }
+    in.badcolumns.source = in.job.badcolumns;
+    in.badcolumns.column = m.copy_array<double>(4);
+    in.badcolumns.elec_per_sec = m.copy_array<double>(5);
     return in;
 }
 
@@ -262,6 +294,9 @@ wire::OutgoingMessage encode_result(FrameOutputs out)
     m.meta["npatch_failed"] = out.npatch_failed;
     m.meta["read_seconds"] = out.read_seconds;
     m.meta["extract_seconds"] = out.extract_seconds;
+    m.meta["badcolumn_mask"] = out.badcolumn_mask;
+    m.meta["badcolumn_bins"] = out.badcolumn_bins;
+    m.meta["badcolumn_badamp_fibers"] = out.badcolumn_badamp_fibers;
     m.meta["scores"] = {{"band", std::string(1, f.scores.band)},
                         {"lo", f.scores.lo},
                         {"hi", f.scores.hi},
@@ -373,6 +408,9 @@ Result<FrameOutputs> decode_result(const wire::IncomingMessage& m)
     out.psf_checksum = m.meta.value("psf_checksum", "");
     out.read_seconds = meta_number<double>(m.meta, "read_seconds", 0.0);
     out.extract_seconds = meta_number<double>(m.meta, "extract_seconds", 0.0);
+    out.badcolumn_mask = meta_text(m.meta, "badcolumn_mask");
+    out.badcolumn_bins = meta_number<long long>(m.meta, "badcolumn_bins", 0);
+    out.badcolumn_badamp_fibers = meta_number<long>(m.meta, "badcolumn_badamp_fibers", 0);
     EX2D_ASSIGN_OR_RETURN(out.options, options_from_json(m.meta.value("extraction", "")));
     return out;
 }

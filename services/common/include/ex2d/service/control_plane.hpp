@@ -27,10 +27,11 @@ struct Job {
     std::string expid;  ///< 8 digits
     std::string camera;
     std::string preproc, psf, output;
-    std::string options;    ///< JSON of extraction options
-    std::string stream;     ///< the stream key it came from
-    std::string stream_id;  ///< its entry id
-    long long epoch = 0;    ///< delivery count when taken
+    std::string badcolumns;  ///< calibnight badcolumns CSV to apply; empty: no such step
+    std::string options;     ///< JSON of extraction options
+    std::string stream;      ///< the stream key it came from
+    std::string stream_id;   ///< its entry id
+    long long epoch = 0;     ///< delivery count when taken
 
     std::map<std::string, std::string> fields() const;
     static Job from_fields(const std::vector<std::pair<std::string, std::string>>& fields);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ex2d/badcolumns.hpp"
 #include "ex2d/extraction_types.hpp"
 #include "ex2d/fits_header.hpp"
 #include "ex2d/fits_table.hpp"
@@ -40,6 +41,10 @@ struct FrameInputs {
     std::vector<std::uint8_t> psf_file;
     std::string preproc_checksum, psf_checksum;
     double read_seconds = 0;
+    /// "none" (the job has no bad-column step), "missing" (its file does not exist) or "read"
+    /// (`badcolumns` holds the table).
+    std::string badcolumn_table = "none";
+    BadColumns badcolumns;
 };
 wire::OutgoingMessage encode_frame(FrameInputs inputs);
 /// The same with image and weights already as parts ([ny][nx], f32 or f64; the reader's pooled
@@ -66,6 +71,11 @@ struct FrameOutputs {
     long npatch_failed = 0;
     double read_seconds = 0;
     double extract_seconds = 0;
+    /// "none", "missing" or "applied": whether frame.mask and fibermap carry the bad-column
+    /// step ("" from a RESULT that does not say).
+    std::string badcolumn_mask = "none";
+    long long badcolumn_bins = 0;
+    long badcolumn_badamp_fibers = 0;
 };
 wire::OutgoingMessage encode_result(FrameOutputs outputs);
 Result<FrameOutputs> decode_result(const wire::IncomingMessage& message);

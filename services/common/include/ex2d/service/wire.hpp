@@ -22,8 +22,9 @@
 
 namespace ex2d::wire {
 
-// 2: results go to a writer only after its GRANT (OFFER, GRANT, DECLINE).
-constexpr std::uint16_t kProtocolVersion = 3;
+// 2: results go to a writer only after its GRANT (OFFER, GRANT, DECLINE). 3: RESULT in the
+// file's precision. 4: FRAME carries the bad-column table (docs/protocol.md).
+constexpr std::uint16_t kProtocolVersion = 4;
 constexpr std::size_t kMaxParts = 16;
 
 enum class MessageType : std::uint16_t {
