@@ -22,6 +22,7 @@
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/synthetic_psf.hpp"
+#include "ex2d/timing_file.hpp"
 #include "interrupt.hpp"
 
 namespace ex2d::tool {
@@ -31,6 +32,7 @@ namespace {
 struct ExtractArgs {
     std::string input, fibermap, psf, output, model, wavelength;
     std::string badcolumns;  ///< desi_compute_badcolumn_mask's table; empty: no such step
+    std::string timingfile;  ///< desi_proc's --timingfile JSON; empty: none
     BadColumnThresholds badcolumn_thresholds;
     BackendChoice backend;
     ExtractionOptions opt;
@@ -204,6 +206,8 @@ void run_extract(ExtractArgs& args)
 {
     using Clock = std::chrono::steady_clock;
     const auto t_start = Clock::now();
+    StepTimer timer;  // desi_proc's --timingfile steps: read, extract, write
+    timer["read"].start_unix = unix_now();
     if (args.verbose) set_log_level("debug");
     install_interrupt_cleanup();
     check_desispec_options(args);
@@ -213,6 +217,7 @@ void run_extract(ExtractArgs& args)
     exit_on_error(validate_options(psf, args.opt), kExitUsage);
     check_output_folder(args.output, "frame");
     check_output_folder(args.model, "model");
+    check_output_folder(args.timingfile, "timing");
 
     // Header, shapes and fibermap first: every check that needs no pixel runs before the
     // pixels are read.
@@ -255,6 +260,7 @@ void run_extract(ExtractArgs& args)
     const ImageView view{img.ny,         img.ccd_width(), img.image.data(),
                          weights.data(), img.col_begin,   img.nx};
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
+    timer["read"].stop_unix = timer["extract"].start_unix = unix_now();
     logger()->info("extract start {} input={} psf={} backend={} specmin={} nspec={}", ids,
                    args.input, args.psf, backend->name(), args.opt.specmin, args.opt.nspec);
     const auto t_extract = Clock::now();
@@ -265,6 +271,7 @@ void run_extract(ExtractArgs& args)
     progress.finish();
     const double extract_seconds = std::chrono::duration<double>(Clock::now() - t_extract).count();
     const double extract_cpu = process_cpu_seconds() - cpu_before;
+    timer["extract"].stop_unix = unix_now();
 
     if (args.barycentric) frame.wave = wavelength_grid(labelled.wmin, labelled.wmax, labelled.dw);
     FrameProvenance prov;
@@ -277,8 +284,14 @@ void run_extract(ExtractArgs& args)
     prov.options = labelled;
     prov.write_scores = !args.no_scores;
     const auto t_write = Clock::now();
+    timer["write"].start_unix = unix_now();
     write_outputs(args, frame, prov);
+    timer["write"].stop_unix = unix_now();
     const double write_seconds = std::chrono::duration<double>(Clock::now() - t_write).count();
+    if (!args.timingfile.empty()) {
+        exit_on_error(record_step_timings(args.timingfile, {timer}, {"read", "extract", "write"}),
+                      kExitOutput);
+    }
 
     const StageTimes& st = frame.stage_times;
     logger()->info(
@@ -327,6 +340,10 @@ void add_extract_command(CLI::App& app)
                     "Share of a fibre's bins with BADCOLUMN that sets BADAMP in FIBERSTATUS "
                     "(desi_compute_badcolumn_mask --frac-threshold)")
         ->default_val(0.4);
+    cmd->add_option("--timingfile", args->timingfile,
+                    "Add the read, extract and write steps' timings to this JSON file, in "
+                    "desi_proc's --timingfile form (desiutil.timer statistics; an existing "
+                    "file keeps its other steps)");
     cmd->add_flag("--no-scores", args->no_scores, "Do not compute and write the SCORES HDU");
     cmd->add_flag("--use-specter", args->use_specter, "Refused: ex2d is gpu_specter's algorithm");
     cmd->add_flag("--decorrelate-fibers", args->decorrelate_fibers,

@@ -526,6 +526,14 @@ Status write_atomically(const std::string& path, const std::function<Status(fits
         path, [&](const std::string& tmp) { return write_through_cfitsio(path, tmp, body); });
 }
 
+Status write_bytes_atomically(const std::string& path, const std::string& bytes)
+{
+    return write_then_rename(path, [&](const std::string& tmp) {
+        return write_new_file(path, tmp, reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                              bytes.size());
+    });
+}
+
 Status write_atomically_from_memory(const std::string& path,
                                     const std::function<Status(fitsfile*)>& body,
                                     std::size_t size_hint)

@@ -117,6 +117,10 @@ std::string temporary_name(const std::string& path);
 /// file (a ".gz" name through its zlib path).
 Status write_atomically(const std::string& path, const std::function<Status(fitsfile*)>& body);
 
+/// Writes `bytes` to `path` under a registered temporary name, then renames (a small text
+/// file such as a timing report).
+Status write_bytes_atomically(const std::string& path, const std::string& bytes);
+
 /// The same, with the file built in memory (`size_hint`: its expected size in bytes, 0 if
 /// unknown) and written in one go; a ".gz" name is compressed as one gzip member by ISA-L
 /// where the build has it, else as write_atomically does. Several times less CPU for a frame.
