@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -36,8 +38,11 @@ protected:
     }
     std::string write_file(const std::string& text)
     {
-        const std::string path =
-            ::testing::TempDir() + "ex2d_config_" + std::to_string(files_.size()) + ".yaml";
+        // ctest runs each test in its own process, several at once: the pid keeps one test's
+        // file from being rewritten or removed by another's.
+        const std::string path = ::testing::TempDir() + "ex2d_config_" +
+                                 std::to_string(::getpid()) + "_" + std::to_string(files_.size()) +
+                                 ".yaml";
         std::ofstream(path) << text;
         files_.push_back(path);
         return path;
@@ -146,7 +151,8 @@ TEST_F(ConfigTest, MissingFileIsNamed)
 TEST_F(ConfigTest, FolderGivenAsTheFileIsAnError)
 {
     // A volume mounted as a folder where the file was expected must not mean "all defaults".
-    const std::string folder = ::testing::TempDir() + "ex2d-config-folder";
+    const std::string folder =
+        ::testing::TempDir() + "ex2d-config-folder-" + std::to_string(::getpid());
     std::filesystem::create_directories(folder);
     set_env("EX2D_CONFIG", folder);
     Config config;

@@ -26,7 +26,8 @@ using ex2d::service::ScopedLogContext;
 template <typename Body>
 std::vector<std::string> capture_stdout(Body body)
 {
-    const std::string path = ::testing::TempDir() + "ex2d_json_log.txt";
+    const std::string path =
+        ::testing::TempDir() + "ex2d_json_log_" + std::to_string(::getpid()) + ".txt";
     std::fflush(stdout);
     const int saved = ::dup(STDOUT_FILENO);
     const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The fleet's message codec (docs/protocol.md): round trips through real ZeroMQ sockets, the
 // zero-copy ownership hand-off, every rejection reason, a seeded fuzz loop and the checksums.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -406,8 +408,8 @@ TEST(Wire, FileChecksumsStreamAcrossBlocks)
         for (std::size_t k = 0; k < size; ++k) {
             content[k] = char((k * 2654435761U) >> 13);
         }
-        const std::string path =
-            ::testing::TempDir() + "ex2d_wire_checksum_" + std::to_string(size) + ".bin";
+        const std::string path = ::testing::TempDir() + "ex2d_wire_checksum_" +
+                                 std::to_string(::getpid()) + "_" + std::to_string(size) + ".bin";
         std::ofstream(path, std::ios::binary).write(content.data(), long(content.size()));
         const XXH128_hash_t expected = XXH3_128bits(content.data(), content.size());
         EXPECT_EQ(file_checksum128(path), hex64(expected.high64) + hex64(expected.low64));
