@@ -79,6 +79,10 @@ int drain(Connection& c, const std::string& name);
 int campaign_action(Connection& c, const std::string& action, const std::string& name);
 int wait_exposure(Connection& c, const std::string& exposure, const std::string& campaign,
                   double timeout_s);
+/// The exposure's read, extract and write steps over its written frames, added to the JSON
+/// file `path` in desi_proc's --timingfile form (ex2d/timing_file.hpp).
+int write_exposure_timing(Connection& c, const std::string& exposure, const std::string& campaign,
+                          const std::string& path);
 
 /// Keys of an exposure's frame hashes, sorted.
 std::vector<std::string> exposure_frame_keys(Connection& c, const std::string& campaign,

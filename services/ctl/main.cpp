@@ -22,7 +22,7 @@ struct GlobalArgs {
 
 /// The options of the subcommands other than submit, and which subcommand was given.
 struct CommandArgs {
-    std::string night, exposure, campaign, name, action;
+    std::string night, exposure, campaign, name, action, timingfile;
     double timeout_s = 0;
     std::string secret_file, public_file;
     bool overwrite = false;
@@ -35,6 +35,7 @@ struct CommandArgs {
     CLI::App* campaign_cmd = nullptr;
     CLI::App* keygen = nullptr;
     CLI::App* wait = nullptr;
+    CLI::App* timing = nullptr;
 };
 
 void add_global_options(CLI::App& app, GlobalArgs& g)
@@ -118,6 +119,16 @@ void add_fleet_commands(CLI::App& app, CommandArgs& a)
     a.wait->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
     a.wait->add_option("--campaign", a.campaign, "Campaign (default nightly)");
     a.wait->add_option("--timeout", a.timeout_s, "Seconds; 0 = no limit");
+    a.wait->add_option("--timingfile", a.timingfile,
+                       "Once the exposure has ended, add its step timings to this JSON file "
+                       "(as `ex2dctl timing`)");
+    a.timing = app.add_subcommand(
+        "timing",
+        "Add an exposure's read, extract and write timings over its written frames to "
+        "a JSON file in desi_proc's --timingfile form");
+    a.timing->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
+    a.timing->add_option("--campaign", a.campaign, "Campaign (default nightly)");
+    a.timing->add_option("--timingfile", a.timingfile, "JSON file to add them to")->required();
 }
 
 /// keygen: the secret key goes to its file only, never to the terminal or a log.
@@ -193,7 +204,13 @@ int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
     if (*a.workers) return ctl::workers(c, g.json, heartbeat_ttl_ms);
     if (*a.drain) return ctl::drain(c, a.name);
     if (*a.campaign_cmd) return ctl::campaign_action(c, a.action, a.name);
-    if (*a.wait) return ctl::wait_exposure(c, a.exposure, a.campaign, a.timeout_s);
+    if (*a.wait) {
+        const int ended = ctl::wait_exposure(c, a.exposure, a.campaign, a.timeout_s);
+        if (a.timingfile.empty() || ended == ctl::kExitTimeout) return ended;
+        const int timed = ctl::write_exposure_timing(c, a.exposure, a.campaign, a.timingfile);
+        return ended != ctl::kExitOk ? ended : timed;
+    }
+    if (*a.timing) return ctl::write_exposure_timing(c, a.exposure, a.campaign, a.timingfile);
     return ctl::kExitOk;
 }
 

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl's command line against a real redis-server: options that `ex2d extract` refuses are
 // refused with its message before anything is queued, --exposure takes exposure ids only,
-// parse errors exit with the usage code (2), and a process whose heartbeat is overdue is
-// shown as stale.
+// parse errors exit with the usage code (2), a process whose heartbeat is overdue is shown as
+// stale, and an exposure's timings come out in desi_proc's --timingfile form.
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -146,6 +148,59 @@ TEST(FleetCtl, OverdueHeartbeatIsShownAsStale)
     for (const auto& p : status["processes"]) state[p["name"]] = p["state"];
     EXPECT_EQ(state["worker-old"], "stale");
     EXPECT_EQ(state["worker-new"], "ready");
+}
+
+}  // namespace
+}  // namespace ex2d::fleet_test
+
+namespace ex2d::fleet_test {
+namespace {
+
+nlohmann::json read_json_file(const std::string& path)
+{
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return nlohmann::json::parse(text.str(), nullptr, false);
+}
+
+// An exposure's timings in desi_proc's --timingfile form, from the frames' transition times:
+// one timer per written frame, the steps in order, an existing file augmented.
+TEST(FleetCtl, TimingOfAnExposureInDesiProcForm)
+{
+    const std::vector<std::string> cameras = {"b0", "r0", "z0"};
+    Fleet fleet("ctl-timing");
+    fleet.make_exposure(23, cameras);
+    const std::string timing = fleet.dir() + "/timing-00000023.json";
+    std::ofstream(timing) << R"({"preproc": {"n": 3}})";
+    std::string out;
+    EXPECT_EQ(fleet.ctl({"timing", "--exposure", "23", "--timingfile", timing}, &out), kExitUsage)
+        << out;  // nothing submitted yet: no written frame
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1");
+    const long long submitted = now_ms();
+    ASSERT_EQ(fleet.submit(23), 0);
+    ASSERT_EQ(
+        fleet.ctl({"wait", "--exposure", "23", "--timeout", "60", "--timingfile", timing}, &out), 0)
+        << out;
+    const long long ended = now_ms();
+    const nlohmann::json doc = read_json_file(timing);
+    ASSERT_TRUE(doc.is_object()) << out;
+    EXPECT_EQ(doc.at("preproc").at("n"), 3);  // kept
+    double summed = 0;
+    for (const char* step : {"read", "extract", "write"}) {
+        ASSERT_TRUE(doc.contains(step)) << doc.dump();
+        EXPECT_EQ(doc.at(step).at("n"), 3) << step;
+        EXPECT_GE(doc.at(step).at("duration.min").get<double>(), 0.0) << step;
+        summed += doc.at(step).at("duration.max").get<double>();
+    }
+    EXPECT_GT(doc.at("extract").at("duration.min").get<double>(), 0.0);
+    EXPECT_LT(summed, (ended - submitted) / 1000.0 * 3 + 1);
+    EXPECT_LE(doc.at("read").at("start.min").get<std::string>(),
+              doc.at("extract").at("start.min").get<std::string>());
+    EXPECT_LE(doc.at("extract").at("stop.max").get<std::string>(),
+              doc.at("write").at("stop.max").get<std::string>());
 }
 
 }  // namespace
