@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""desi_proc's hook for ex2d (standard library only).
+
+``main_ex2d(args, comm=None)`` takes the parsed ``desi_extract_spectra`` arguments, as
+``desispec.scripts.extract.main_gpu_specter`` does, and runs ``ex2d extract`` for them;
+``submit_exposure`` hands an exposure's cameras to a running fleet instead (``ex2dctl``).
+"""
+
+from .extract import Ex2dError, extract_command, main_ex2d
+from .fleet import submit_exposure
+
+__all__ = ["Ex2dError", "extract_command", "main_ex2d", "submit_exposure"]

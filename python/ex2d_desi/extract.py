@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""``ex2d extract`` for a parsed ``desi_extract_spectra`` namespace."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+# desi_extract_spectra options (desispec.scripts.extract.parse) that take a value, with the
+# ex2d extract flag each becomes; None values are left out, as desispec's defaults apply.
+VALUE_OPTIONS = (
+    ("input", "-i"),
+    ("fibermap", "-f"),
+    ("psf", "-p"),
+    ("output", "-o"),
+    ("model", "-m"),
+    ("wavelength", "-w"),
+    ("specmin", "-s"),
+    ("nspec", "-n"),
+    ("regularize", "-r"),
+    ("bundlesize", "--bundlesize"),
+    ("nsubbundles", "--nsubbundles"),
+    ("nwavestep", "--nwavestep"),
+    ("psferr", "--psferr"),
+    ("pixpad_frac", "--pixpad-frac"),
+    ("wavepad_frac", "--wavepad-frac"),
+)
+# Flags that ex2d extract accepts as they are. --use-specter and --decorrelate-fibers are
+# passed on too: ex2d refuses them with its own message, as it would on the command line.
+FLAG_OPTIONS = (
+    ("verbose", "-v"),
+    ("mpi", "--mpi"),
+    ("decorrelate_fibers", "--decorrelate-fibers"),
+    ("no_scores", "--no-scores"),
+    ("barycentric_correction", "--barycentric-correction"),
+    ("use_specter", "--use-specter"),
+    ("no_gpu", "--no-gpu"),
+)
+
+
+class Ex2dError(RuntimeError):
+    """ex2d extract failed: ``returncode`` is its exit code (docs/usage.md: 1 runtime,
+    2 usage, 3 input, 4 output, 128+N signal), the message its last line."""
+
+    def __init__(self, returncode, message):
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def ex2d_binary():
+    """The ex2d program: $EX2D_BINARY, else ``ex2d`` on PATH."""
+    path = os.environ.get("EX2D_BINARY") or shutil.which("ex2d")
+    if not path:
+        raise Ex2dError(1, "ex2d not found: put it on PATH or set EX2D_BINARY")
+    return path
+
+
+def extract_command(args, threads=None, binary=None):
+    """The ``ex2d extract`` command line (a list) for the namespace ``args``."""
+    command = [binary or ex2d_binary(), "extract"]
+    for name, flag in VALUE_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None:
+            command += [flag, str(value)]
+    for name, flag in FLAG_OPTIONS:
+        if getattr(args, name, False):
+            command.append(flag)
+    if threads:
+        command += ["--threads", str(threads)]
+    return command
+
+
+def group_cpus(comm):
+    """The CPUs this process may use, joined with those of the other ranks of ``comm`` on
+    this node: the ranks that wait while rank 0 extracts lend it their cores."""
+    mine = set(os.sched_getaffinity(0))
+    if comm is None:
+        return mine
+    host = socket.gethostname()
+    cpus = set()
+    for other_host, other_cpus in comm.allgather((host, sorted(mine))):
+        if other_host == host:
+            cpus.update(other_cpus)
+    return cpus
+
+
+def run_ex2d(command, cpus):
+    """Runs ``command`` on ``cpus``; raises Ex2dError with ex2d's last line on failure."""
+
+    def widen_affinity():
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError:
+            pass  # a cpuset narrower than the group's union: ex2d uses what it is given
+
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=widen_affinity)
+    print(result.stdout, end="", flush=True)
+    if result.returncode != 0:
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        message = lines[-1] if lines else "ex2d extract exited {}".format(result.returncode)
+        raise Ex2dError(result.returncode, message)
+
+
+def wait_without_spinning(comm, poll_s=0.05):
+    """Waits for rank 0 with a non-blocking barrier and sleeps in between: a blocking MPI
+    wait spins on its core, which ex2d's threads on rank 0 need."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_s)
+
+
+def main_ex2d(args, comm=None, timing=None, coordinator=None):
+    """Extracts one camera as ``main_gpu_specter(args, comm=None)`` does, with ex2d.
+
+    Without ``comm``, ex2d runs here with one thread per CPU of this process's affinity.
+    With ``comm`` (or a gpu_specter ``coordinator``'s), every rank of the group calls this;
+    rank 0 runs ex2d on the CPUs of the group's ranks on its node and the others wait without
+    spinning; every rank raises Ex2dError if ex2d failed. ex2d picks a GPU where one is
+    visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). ``timing`` is accepted for
+    desispec's signature and not used: ex2d's own ``--timingfile`` records its steps.
+    """
+    if comm is None and coordinator is not None:
+        comm = getattr(coordinator, "comm", None)
+    cpus = group_cpus(comm)
+    error = None
+    if comm is None or comm.rank == 0:
+        try:
+            run_ex2d(extract_command(args, threads=len(cpus)), cpus)
+        except Ex2dError as err:
+            error = (err.returncode, str(err))
+    if comm is not None:
+        if comm.rank == 0:
+            comm.Ibarrier().Wait()
+        else:
+            wait_without_spinning(comm)
+        error = comm.bcast(error, root=0)
+    if error is not None:
+        raise Ex2dError(*error)

@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The desi_proc hook (python/ex2d_desi) against the real ex2d binary: the translation of every
+desi_extract_spectra option, ex2d's exit codes raised as Ex2dError, a frame written for a
+simulated preproc, and the MPI group protocol (rank 0 extracts, the others wait and raise the
+same error) with a stand-in communicator."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import ex2d_desi  # noqa: E402
+from ex2d_desi import extract as hook  # noqa: E402
+
+EX2D = os.environ.get("EX2D_BINARY", "ex2d")
+
+
+def namespace(**values):
+    """A namespace as desispec.scripts.extract.parse returns it, with desispec's defaults."""
+    args = argparse.Namespace(
+        input=None, fibermap=None, psf=None, output=None, model=None, wavelength=None,
+        specmin=0, nspec=None, regularize=0.0, bundlesize=25, nsubbundles=5, nwavestep=50,
+        verbose=False, mpi=False, decorrelate_fibers=False, no_scores=False, psferr=None,
+        barycentric_correction=False, use_specter=False, no_gpu=False, pixpad_frac=0.8,
+        wavepad_frac=0.2)
+    for key, value in values.items():
+        setattr(args, key, value)
+    return args
+
+
+class Translation(unittest.TestCase):
+    def test_every_option(self):
+        args = namespace(input="pre.fits", fibermap="fm.fits", psf="psf.fits", output="f.fits",
+                         model="m.fits", wavelength="5760.0,7620.0,0.8", specmin=25, nspec=50,
+                         regularize=0.5, bundlesize=25, nsubbundles=5, nwavestep=40, psferr=0.04,
+                         pixpad_frac=0.7, wavepad_frac=0.3, verbose=True, mpi=True,
+                         no_scores=True, barycentric_correction=True, no_gpu=True)
+        self.assertEqual(hook.extract_command(args, threads=8, binary="ex2d"), [
+            "ex2d", "extract", "-i", "pre.fits", "-f", "fm.fits", "-p", "psf.fits",
+            "-o", "f.fits", "-m", "m.fits", "-w", "5760.0,7620.0,0.8", "-s", "25", "-n", "50",
+            "-r", "0.5", "--bundlesize", "25", "--nsubbundles", "5", "--nwavestep", "40",
+            "--psferr", "0.04", "--pixpad-frac", "0.7", "--wavepad-frac", "0.3", "-v", "--mpi",
+            "--no-scores", "--barycentric-correction", "--no-gpu", "--threads", "8"])
+
+    def test_defaults_leave_options_out(self):
+        args = namespace(input="p", psf="q", output="o")
+        command = hook.extract_command(args, binary="ex2d")
+        for absent in ("-f", "-m", "-w", "-n", "--psferr", "--no-gpu", "--threads"):
+            self.assertNotIn(absent, command)
+        self.assertIn("-s", command)  # desispec's default 0 is passed as it is
+
+    def test_refused_options_reach_ex2d(self):
+        command = hook.extract_command(
+            namespace(use_specter=True, decorrelate_fibers=True), binary="ex2d")
+        self.assertIn("--use-specter", command)
+        self.assertIn("--decorrelate-fibers", command)
+
+
+def packaging_python():
+    """A Python with pip, setuptools and wheel: this one, else Debian's (python3-pip,
+    python3-setuptools, python3-wheel), else None."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        if not os.path.exists(python):
+            continue
+        probe = subprocess.run([python, "-c", "import setuptools, pip, wheel"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if probe.returncode == 0:
+            return python
+    return None
+
+
+class Packaging(unittest.TestCase):
+    @unittest.skipUnless(packaging_python(), "no Python with pip, setuptools and wheel")
+    def test_pip_installs_it_from_the_source_tree(self):
+        python = packaging_python()
+        tree = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+        with tempfile.TemporaryDirectory() as scratch:
+            # A copy: setuptools leaves build/ and *.egg-info in the folder it builds.
+            source = shutil.copytree(tree, os.path.join(scratch, "source"))
+            target = os.path.join(scratch, "site")
+            # No network: the build uses the setuptools already installed.
+            subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
+                            "--no-build-isolation", "--no-index", "--target", target, source],
+                           check=True)
+            probe = subprocess.run(
+                [python, "-c", "import ex2d_desi; print(ex2d_desi.__file__)"],
+                env=dict(os.environ, PYTHONPATH=target), stdout=subprocess.PIPE, text=True,
+                check=True)
+            self.assertTrue(probe.stdout.startswith(target), probe.stdout)
+
+
+class WithTheBinary(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        d = cls.dir.name
+        cls.psf = os.path.join(d, "psf-r0.fits")
+        cls.preproc = os.path.join(d, "preproc-r0-00000001.fits")
+        subprocess.run([EX2D, "make-psf", "--camera", "r0", "-o", cls.psf], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        subprocess.run([EX2D, "simulate", "-p", cls.psf, "-o", cls.preproc, "--truth",
+                        os.path.join(d, "truth.fits"), "-s", "0", "-n", "25",
+                        "-w", "6000.0,6200.0,0.8"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.STDOUT)
+        os.environ["EX2D_BINARY"] = EX2D
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def args(self, **values):
+        base = dict(input=self.preproc, psf=self.psf, wavelength="6000.0,6200.0,0.8", nspec=25,
+                    output=os.path.join(self.dir.name, "frame-r0-00000001.fits"), psferr=0.01)
+        base.update(values)
+        return namespace(**base)
+
+    def test_a_frame_is_written(self):
+        args = self.args()
+        ex2d_desi.main_ex2d(args)
+        with open(args.output, "rb") as frame:
+            self.assertEqual(frame.read(30), b"SIMPLE  =                    T")
+
+    def test_exit_codes_become_ex2d_errors(self):
+        missing = os.path.join(self.dir.name, "no-such-preproc.fits")
+        open(os.path.join(self.dir.name, "file"), "w").close()
+        cases = [
+            (self.args(input=missing), 3, missing),        # input error
+            (self.args(use_specter=True), 2, "specter"),  # usage error
+            # output error: a file where the output's folder must be
+            (self.args(output=os.path.join(self.dir.name, "file", "sub", "f.fits")), 4, "folder"),
+        ]
+        for args, code, text in cases:
+            with self.assertRaises(ex2d_desi.Ex2dError) as raised:
+                ex2d_desi.main_ex2d(args)
+            self.assertEqual(raised.exception.returncode, code, str(raised.exception))
+            self.assertIn(text, str(raised.exception))
+
+
+class FakeRequest:
+    def __init__(self, barrier):
+        self.barrier = barrier
+
+    def Test(self):
+        return self.barrier.is_set()
+
+    def Wait(self):
+        self.barrier.set()
+
+
+class FakeComm:
+    """mpi4py's calls the hook makes, for ranks run as threads of this process."""
+
+    def __init__(self, rank, shared):
+        self.rank = rank
+        self.shared = shared
+
+    def allgather(self, value):
+        return [value, value]
+
+    def Ibarrier(self):
+        return FakeRequest(self.shared["barrier"])
+
+    def bcast(self, value, root=0):
+        if self.rank == root:
+            self.shared["value"] = value
+            self.shared["sent"].set()
+            return value
+        self.shared["sent"].wait(60)
+        return self.shared["value"]
+
+
+class MpiGroup(unittest.TestCase):
+    def run_group(self, args):
+        shared = {"barrier": threading.Event(), "sent": threading.Event(), "value": None}
+        outcomes = {}
+
+        def rank(r):
+            try:
+                ex2d_desi.main_ex2d(args, comm=FakeComm(r, shared))
+                outcomes[r] = None
+            except ex2d_desi.Ex2dError as err:
+                outcomes[r] = err.returncode
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in (1, 0)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        return outcomes
+
+    def test_every_rank_raises_rank_zeros_error(self):
+        missing = os.path.join(tempfile.gettempdir(), "ex2d-no-such-file-%d.fits" % os.getpid())
+        args = namespace(input=missing, psf=missing, output=missing + ".out")
+        self.assertEqual(self.run_group(args), {0: 3, 1: 3})
+
+
+if __name__ == "__main__":
+    unittest.main()
