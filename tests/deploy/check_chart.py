@@ -26,7 +26,7 @@ import time
 
 try:
     import yaml
-except ImportError:  # python3-yaml comes with .ci/install-deps
+except ImportError:  # python3-yaml comes with .ci/install-deps --tests
     print("SKIP: python3 yaml module missing (apt-get install python3-yaml)")
     sys.exit(77)
 

@@ -220,7 +220,7 @@ def main():
     args = ap.parse_args()
     for tool in ("prometheus", "redis-server", "redis-cli"):
         if not shutil.which(tool):
-            print(f"SKIP: {tool} not installed (.ci/install-deps installs it)")
+            print(f"SKIP: {tool} not installed (.ci/install-deps --tests installs it)")
             return 77
     src = os.path.abspath(args.source_dir)
     rule_file = os.path.join(src, "charts/ex2d/files/ex2d-alerts.yaml")

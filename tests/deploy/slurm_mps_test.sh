@@ -51,7 +51,7 @@ ctl=$bin/ex2dctl
 
 skip() { echo "SKIP: $*"; exit 77; }
 for tool in slurmctld slurmd munged mungekey sbatch srun sinfo squeue scontrol scancel; do
-  command -v "$tool" >/dev/null || skip "$tool not installed (apt-get install slurm-wlm munge; .ci/install-deps does)"
+  command -v "$tool" >/dev/null || skip "$tool not installed (apt-get install slurm-wlm munge; .ci/install-deps --tests does)"
 done
 command -v redis-server >/dev/null || skip "redis-server not installed"
 py=""
