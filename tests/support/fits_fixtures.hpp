@@ -13,6 +13,25 @@
 
 namespace ex2d::test {
 
+/// Closes the in-memory FITS file `f` (created with fits_create_memfile on `buffer`, a table
+/// of `nrows` rows its last HDU) and returns its bytes up to the end of that table; frees the
+/// buffer. `status` is CFITSIO's status so far, which must end at 0.
+inline FitsTableBlob close_table_blob(fitsfile* f, void*& buffer, int status, int nrows)
+{
+    long long headstart = 0, datastart = 0, dataend = 0;
+    fits_flush_file(f, &status);
+    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
+    fits_close_file(f, &status);
+    EXPECT_EQ(status, 0);
+    FitsTableBlob blob;
+    auto* bytes = static_cast<std::uint8_t*>(buffer);
+    blob.fits_bytes.assign(bytes, bytes + dataend);
+    blob.nrows = nrows;
+    std::free(buffer);
+    buffer = nullptr;
+    return blob;
+}
+
 /// A FIBERMAP table with `nrows` rows: TARGETID = first_targetid + row, FIBER = first_fiber +
 /// row, OBJTYPE 'TGT' when `with_objtype`, and a TILEID header key.
 inline FitsTableBlob make_fibermap_blob(int nrows, int first_fiber, long long first_targetid,
@@ -42,17 +61,7 @@ inline FitsTableBlob make_fibermap_blob(int nrows, int first_fiber, long long fi
             fits_write_col(f, TSTRING, 3, i + 1, 1, 1, &objtype_ptr, &status);
         }
     }
-    long long headstart = 0, datastart = 0, dataend = 0;
-    fits_flush_file(f, &status);
-    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
-    fits_close_file(f, &status);
-    EXPECT_EQ(status, 0);
-    FitsTableBlob blob;
-    auto* bytes = static_cast<std::uint8_t*>(buffer);
-    blob.fits_bytes.assign(bytes, bytes + dataend);
-    blob.nrows = nrows;
-    std::free(buffer);
-    return blob;
+    return close_table_blob(f, buffer, status, nrows);
 }
 
 }  // namespace ex2d::test

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "ex2d/badcolumns.hpp"
+#include "fits_fixtures.hpp"
 
 namespace ex2d {
 namespace {
@@ -57,17 +58,7 @@ FitsTableBlob fibermap_with_status(int nrows, long long status0)
         fits_write_col(f, TLONGLONG, 1, i + 1, 1, 1, &fiber, &status);
         fits_write_col(f, TLONGLONG, 2, i + 1, 1, 1, &fiberstatus, &status);
     }
-    long long headstart = 0, datastart = 0, dataend = 0;
-    fits_flush_file(f, &status);
-    fits_get_hduaddrll(f, &headstart, &datastart, &dataend, &status);
-    fits_close_file(f, &status);
-    EXPECT_EQ(status, 0);
-    FitsTableBlob blob;
-    auto* bytes = static_cast<std::uint8_t*>(buffer);
-    blob.fits_bytes.assign(bytes, bytes + dataend);
-    blob.nrows = nrows;
-    std::free(buffer);
-    return blob;
+    return test::close_table_blob(f, buffer, status, nrows);
 }
 
 struct Fixture {
