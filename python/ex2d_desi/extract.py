@@ -7,6 +7,8 @@ import socket
 import subprocess
 import time
 
+from .fibermap_columns import exported_desispec_table
+
 # desi_extract_spectra options (desispec.scripts.extract.parse) that take a value, with the
 # ex2d extract flag each becomes; None values are left out, as desispec's defaults apply.
 VALUE_OPTIONS = (
@@ -56,8 +58,9 @@ def ex2d_binary():
     return path
 
 
-def extract_command(args, threads=None, binary=None):
-    """The ``ex2d extract`` command line (a list) for the namespace ``args``."""
+def extract_command(args, threads=None, binary=None, fibermap_columns=None):
+    """The ``ex2d extract`` command line (a list) for the namespace ``args``;
+    ``fibermap_columns`` is a JSON table of FIBERMAP descriptions (fibermap_columns.py)."""
     command = [binary or ex2d_binary(), "extract"]
     for name, flag in VALUE_OPTIONS:
         value = getattr(args, name, None)
@@ -68,6 +71,8 @@ def extract_command(args, threads=None, binary=None):
             command.append(flag)
     if threads:
         command += ["--threads", str(threads)]
+    if fibermap_columns:
+        command += ["--fibermap-columns", fibermap_columns]
     return command
 
 
@@ -118,7 +123,8 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     With ``comm`` (or a gpu_specter ``coordinator``'s), every rank of the group calls this;
     rank 0 runs ex2d on the CPUs of the group's ranks on its node and the others wait without
     spinning; every rank raises Ex2dError if ex2d failed. ex2d picks a GPU where one is
-    visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). ``timing`` is accepted for
+    visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). Where desispec can be imported,
+    the frame's FIBERMAP gets desispec's own column descriptions. ``timing`` is accepted for
     desispec's signature and not used: ex2d's own ``--timingfile`` records its steps.
     """
     if comm is None and coordinator is not None:
@@ -127,7 +133,8 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     error = None
     if comm is None or comm.rank == 0:
         try:
-            run_ex2d(extract_command(args, threads=len(cpus)), cpus)
+            columns = exported_desispec_table()
+            run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns), cpus)
         except Ex2dError as err:
             error = (err.returncode, str(err))
     if comm is not None:

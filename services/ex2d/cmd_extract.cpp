@@ -14,6 +14,7 @@
 
 #include "cli_support.hpp"
 #include "ex2d/badcolumns.hpp"
+#include "ex2d/fibermap_columns.hpp"
 #include "ex2d/barycentric.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/frame_io.hpp"
@@ -31,8 +32,9 @@ namespace {
 
 struct ExtractArgs {
     std::string input, fibermap, psf, output, model, wavelength;
-    std::string badcolumns;  ///< desi_compute_badcolumn_mask's table; empty: no such step
-    std::string timingfile;  ///< desi_proc's --timingfile JSON; empty: none
+    std::string badcolumns;        ///< desi_compute_badcolumn_mask's table; empty: no such step
+    std::string timingfile;        ///< desi_proc's --timingfile JSON; empty: none
+    std::string fibermap_columns;  ///< JSON table of FIBERMAP units; empty: the built-in one
     BadColumnThresholds badcolumn_thresholds;
     BackendChoice backend;
     ExtractionOptions opt;
@@ -218,6 +220,11 @@ void run_extract(ExtractArgs& args)
     check_output_folder(args.output, "frame");
     check_output_folder(args.model, "model");
     check_output_folder(args.timingfile, "timing");
+    std::shared_ptr<const FibermapColumns> fibermap_columns;
+    if (!args.fibermap_columns.empty()) {
+        fibermap_columns = std::make_shared<const FibermapColumns>(
+            value_or_exit(read_fibermap_columns_json(args.fibermap_columns), kExitInput));
+    }
 
     // Header, shapes and fibermap first: every check that needs no pixel runs before the
     // pixels are read.
@@ -283,6 +290,7 @@ void run_extract(ExtractArgs& args)
     prov.input_psf = args.psf;
     prov.options = labelled;
     prov.write_scores = !args.no_scores;
+    prov.fibermap_columns = fibermap_columns;
     const auto t_write = Clock::now();
     timer["write"].start_unix = unix_now();
     write_outputs(args, frame, prov);
@@ -344,6 +352,10 @@ void add_extract_command(CLI::App& app)
                     "Add the read, extract and write steps' timings to this JSON file, in "
                     "desi_proc's --timingfile form (desiutil.timer statistics; an existing "
                     "file keeps its other steps)");
+    cmd->add_option("--fibermap-columns", args->fibermap_columns,
+                    "Units and descriptions for the FIBERMAP's known columns, a JSON list "
+                    "(python3 -m ex2d_desi.fibermap_columns exports desispec's; default: "
+                    "ex2d's table, same units)");
     cmd->add_flag("--no-scores", args->no_scores, "Do not compute and write the SCORES HDU");
     cmd->add_flag("--use-specter", args->use_specter, "Refused: ex2d is gpu_specter's algorithm");
     cmd->add_flag("--decorrelate-fibers", args->decorrelate_fibers,

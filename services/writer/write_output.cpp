@@ -129,12 +129,14 @@ Status check_frame_identity(const service::FrameOutputs& out)
 
 Result<WriteOutcome> write_output(const service::FrameOutputs& out, const service::Actor& writer,
                                   bool fsync_files, const std::function<bool()>& still_ours,
-                                  TemporaryLedger& temporaries)
+                                  TemporaryLedger& temporaries,
+                                  std::shared_ptr<const FibermapColumns> fibermap_columns)
 {
     EX2D_RETURN_NOT_OK(check_frame_identity(out));
     EX2D_RETURN_NOT_OK(check_badcolumn_step(out));
     const fs::path final_path(out.job.output);
-    const FrameProvenance prov = provenance_of(out);
+    FrameProvenance prov = provenance_of(out);
+    prov.fibermap_columns = std::move(fibermap_columns);
     std::error_code ec;
     if (fs::exists(final_path, ec)) {
         auto existing = read_frame_header(final_path.string());

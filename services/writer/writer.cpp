@@ -53,6 +53,10 @@ Status Writer::start()
                                " exceeds zmq.hwm " + std::to_string(cfg.get_int("zmq.hwm")));
     }
     const long long threads = cfg.get_int("writer.write_threads");
+    if (const std::string table = cfg.get_string("writer.fibermap_columns"); !table.empty()) {
+        EX2D_ASSIGN_OR_RETURN(FibermapColumns columns, read_fibermap_columns_json(table));
+        fibermap_columns_ = std::make_shared<const FibermapColumns>(std::move(columns));
+    }
     EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
     redis_ = std::move(control.redis);
     plane_ = std::move(control.plane);
@@ -238,8 +242,8 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
         auto f = plane.renew(job);
         return f.is_ok() && f.value() == Fence::applied;
     };
-    auto outcome =
-        write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours, *temporaries_);
+    auto outcome = write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours,
+                                *temporaries_, fibermap_columns_);
     if (!outcome.is_ok()) {
         const Status& s = outcome.status();
         if (s.code() == StatusCode::invalid_argument) {

@@ -21,6 +21,7 @@
 
 #include <zmq.hpp>
 
+#include "ex2d/fibermap_columns.hpp"
 #include "ex2d/service/control_plane.hpp"
 #include "ex2d/service/curve.hpp"
 #include "ex2d/service/fleet_process.hpp"
@@ -80,6 +81,7 @@ private:
     /// itself and talks to Redis on a connection of its own.
     std::unique_ptr<service::RedisClient> ledger_redis_;
     std::unique_ptr<RedisTemporaryLedger> temporaries_;
+    std::shared_ptr<const FibermapColumns> fibermap_columns_;  ///< nullptr: the built-in table
     Clock::time_point next_sweep_;
     std::deque<Offer> offers_;                          ///< oldest first
     std::map<std::string, Clock::time_point> granted_;  ///< routing id -> when granted
@@ -104,10 +106,11 @@ Status check_frame_identity(const service::FrameOutputs& outputs);
 /// Writes `outputs` at its job's output path. `still_ours` is asked between the durable
 /// temporary file and the rename; when it says no, the temporary file is removed and the
 /// rename never happens. The rename itself never replaces a file holding this job's frame.
-/// Temporary files are recorded in `temporaries` while they exist.
-Result<WriteOutcome> write_output(const service::FrameOutputs& outputs,
-                                  const service::Actor& writer, bool fsync_files,
-                                  const std::function<bool()>& still_ours,
-                                  TemporaryLedger& temporaries);
+/// Temporary files are recorded in `temporaries` while they exist. The FIBERMAP's known
+/// columns get the units and descriptions of `fibermap_columns` (nullptr: the built-in table).
+Result<WriteOutcome> write_output(
+    const service::FrameOutputs& outputs, const service::Actor& writer, bool fsync_files,
+    const std::function<bool()>& still_ours, TemporaryLedger& temporaries,
+    std::shared_ptr<const FibermapColumns> fibermap_columns = nullptr);
 
 }  // namespace ex2d::writer

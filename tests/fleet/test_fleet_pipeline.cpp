@@ -2,8 +2,11 @@
 // The fleet end to end with the real binaries and a real redis-server: outputs identical to
 // `ex2d extract`, events, status, idempotent re-runs, inputs refused as `ex2d extract` refuses
 // them, and the start-up safety checks.
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
+#include <fitsio.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -195,6 +198,63 @@ TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)
     }));
     allowed.signal(SIGTERM);
     EXPECT_EQ(allowed.wait(25), 0);
+}
+
+/// Every card of a frame's FIBERMAP header but the checksums: keyword = value / comment.
+std::vector<std::string> fibermap_cards(const std::string& path)
+{
+    fitsfile* f = nullptr;
+    int status = 0, nkeys = 0;
+    fits_open_file(&f, path.c_str(), READONLY, &status);
+    fits_movnam_hdu(f, BINARY_TBL, const_cast<char*>("FIBERMAP"), 0, &status);
+    fits_get_hdrspace(f, &nkeys, nullptr, &status);
+    std::vector<std::string> cards;
+    for (int i = 1; i <= nkeys; ++i) {
+        char key[FLEN_KEYWORD], value[FLEN_VALUE], comment[FLEN_COMMENT];
+        fits_read_keyn(f, i, key, value, comment, &status);
+        if (std::string(key) != "CHECKSUM" && std::string(key) != "DATASUM") {
+            cards.push_back(std::string(key) + " = " + value + " / " + comment);
+        }
+    }
+    fits_close_file(f, &status);
+    EXPECT_EQ(status, 0) << path;
+    return cards;
+}
+
+TEST(FleetPipeline, WriterAnnotatesTheFibermapWithTheSitesTableAsExtractDoes)
+{
+    Fleet fleet("columns");
+    const std::string bad = fleet.dir() + "/columns-bad.json";
+    const std::string table = fleet.dir() + "/columns.json";
+    std::ofstream(bad) << "[{\"name\": \"TARGET_RA\"";
+    std::ofstream(table) << "[{\"name\": \"TARGET_RA\", \"unit\": \"deg\", "
+                            "\"description\": \"Words of this site\"}]";
+    // A table that cannot be read stops the writer at start, naming it.
+    Process& refused = fleet.start("writer", "writer-bad", {{"writer.fibermap_columns", bad}});
+    EXPECT_EQ(refused.wait(20), 2);
+    EXPECT_NE(refused.log().find("columns-bad.json: fibermap column table: not valid JSON"),
+              std::string::npos)
+        << refused.log();
+
+    const auto preprocs = fleet.make_exposure(12, {"r0"});
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1", {{"writer.fibermap_columns", table}});
+    ASSERT_EQ(fleet.submit(12), 0);
+    ASSERT_TRUE(fleet.wait_exposure(12, 60));
+    const std::string reference = fleet.dir() + "/reference-r0.fits";
+    Process tool(
+        "extract",
+        {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r0"), "-o", reference,
+         "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--fibermap-columns", table},
+        {}, fleet.dir() + "/logs/extract.log");
+    ASSERT_EQ(tool.wait(60), 0);
+    const std::vector<std::string> ours = fibermap_cards(fleet.output_path(12, "r0"));
+    EXPECT_EQ(ours, fibermap_cards(reference));
+    EXPECT_NE(std::find(ours.begin(), ours.end(), "TTYPE7 = 'TARGET_RA' / Words of this site"),
+              ours.end());
+    EXPECT_NE(std::find(ours.begin(), ours.end(), "TUNIT7 = 'deg     ' / TARGET_RA units"),
+              ours.end());
 }
 
 }  // namespace

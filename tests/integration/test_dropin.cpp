@@ -271,6 +271,33 @@ TEST_F(Dropin, FibermapShorterThanTheSpectra)
                    "no HDU named FIBERMAP");
 }
 
+TEST_F(Dropin, FibermapColumnsTableGivesTheDescriptionsOrIsRefused)
+{
+    const std::string bad = dir_->file("columns-bad.json");
+    std::ofstream(bad) << "[{\"name\": \"TARGET_RA\", \"unit\": 1}]";
+    const std::string out = dir_->file("frame-columns.fits");
+    expect_failure(run(small(out) + " --fibermap-columns " + bad), 3, out, "columns-bad.json",
+                   "entry 0: unit is not a string");
+
+    const std::string good = dir_->file("columns.json");
+    std::ofstream(good) << "[{\"name\": \"TARGET_RA\", \"unit\": \"deg\", "
+                           "\"description\": \"Words of this site\"}]";
+    const RunResult r = run(small(out) + " --fibermap-columns " + good);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    int status = 0, column = 0;
+    fitsfile* f = nullptr;
+    char comment[FLEN_COMMENT] = "", unit[FLEN_VALUE] = "";
+    fits_open_file(&f, out.c_str(), READONLY, &status);
+    fits_movnam_hdu(f, BINARY_TBL, const_cast<char*>("FIBERMAP"), 0, &status);
+    fits_get_colnum(f, CASEINSEN, const_cast<char*>("TARGET_RA"), &column, &status);
+    fits_read_key(f, TSTRING, ("TTYPE" + std::to_string(column)).c_str(), unit, comment, &status);
+    fits_read_key(f, TSTRING, ("TUNIT" + std::to_string(column)).c_str(), unit, nullptr, &status);
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+    EXPECT_STREQ(comment, "Words of this site");
+    EXPECT_STREQ(unit, "deg");
+}
+
 // SIGTERM while the model (a 136 MB full-CCD image, written first) is being written: the
 // temporary must go, the frame must not appear, the exit code is 128 + 15.
 TEST_F(Dropin, SigtermRemovesTemporariesAndExits143)

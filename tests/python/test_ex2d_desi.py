@@ -5,6 +5,7 @@ simulated preproc, and the MPI group protocol (rank 0 extracts, the others wait 
 same error) with a stand-in communicator."""
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import ex2d_desi  # noqa: E402
 from ex2d_desi import extract as hook  # noqa: E402
+from ex2d_desi import fibermap_columns as columns  # noqa: E402
 
 EX2D = os.environ.get("EX2D_BINARY", "ex2d")
 
@@ -95,18 +97,25 @@ class Packaging(unittest.TestCase):
 
 
 class WithTheBinary(unittest.TestCase):
+    @staticmethod
+    def make_inputs(folder):
+        """A synthetic r0 PSF and a 25-fibre simulated preproc in ``folder``."""
+        paths = {"psf": os.path.join(folder, "psf-r0.fits"),
+                 "preproc": os.path.join(folder, "preproc-r0-00000001.fits")}
+        subprocess.run([EX2D, "make-psf", "--camera", "r0", "-o", paths["psf"]], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        subprocess.run([EX2D, "simulate", "-p", paths["psf"], "-o", paths["preproc"], "--truth",
+                        os.path.join(folder, "truth.fits"), "-s", "0", "-n", "25",
+                        "-w", "6000.0,6200.0,0.8"], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.STDOUT)
+        return paths
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
-        d = cls.dir.name
-        cls.psf = os.path.join(d, "psf-r0.fits")
-        cls.preproc = os.path.join(d, "preproc-r0-00000001.fits")
-        subprocess.run([EX2D, "make-psf", "--camera", "r0", "-o", cls.psf], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        subprocess.run([EX2D, "simulate", "-p", cls.psf, "-o", cls.preproc, "--truth",
-                        os.path.join(d, "truth.fits"), "-s", "0", "-n", "25",
-                        "-w", "6000.0,6200.0,0.8"], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.STDOUT)
+        paths = cls.make_inputs(cls.dir.name)
+        cls.psf = paths["psf"]
+        cls.preproc = paths["preproc"]
         os.environ["EX2D_BINARY"] = EX2D
 
     @classmethod
@@ -139,6 +148,98 @@ class WithTheBinary(unittest.TestCase):
                 ex2d_desi.main_ex2d(args)
             self.assertEqual(raised.exception.returncode, code, str(raised.exception))
             self.assertIn(text, str(raised.exception))
+
+
+STUB_DESISPEC_FIBERMAP = """
+fibermap_columns = (
+    ('TARGETID', 'i8', '', 'Stub target words', 'empty'),
+    ('FIBER', 'i4', '', 'Stub fibre words', 'empty'),
+    ('TARGET_RA', 'f8', 'deg', 'Stub RA words', 'empty'),
+    ('OBJTYPE', (str, 3), '', 'Stub type words', 'empty'),
+)
+"""
+
+
+def astropy_python():
+    """A Python with astropy: this one, else Debian's (python3-astropy), else None."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(python) and subprocess.run(
+                [python, "-c", "import astropy.io.fits"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL).returncode == 0:
+            return python
+    return None
+
+
+# Prints {column name: [unit, TTYPE comment]} of a frame's FIBERMAP, read by astropy.
+READ_FIBERMAP_HEADER = """
+import json, sys
+from astropy.io import fits
+header = fits.getheader(sys.argv[1], "FIBERMAP")
+print(json.dumps({header["TTYPE%d" % i]: [header.get("TUNIT%d" % i, ""),
+                                          header.comments["TTYPE%d" % i]]
+                  for i in range(1, header["TFIELDS"] + 1)}))
+"""
+
+
+class FibermapColumns(unittest.TestCase):
+    """desispec's column table handed to ex2d: exported where desispec imports, else not."""
+
+    def setUp(self):
+        self.stub = tempfile.TemporaryDirectory()
+        package = os.path.join(self.stub.name, "desispec", "io")
+        os.makedirs(package)
+        open(os.path.join(self.stub.name, "desispec", "__init__.py"), "w").close()
+        open(os.path.join(package, "__init__.py"), "w").close()
+        with open(os.path.join(package, "fibermap.py"), "w") as out:
+            out.write(STUB_DESISPEC_FIBERMAP)
+        columns._exported.clear()
+
+    def tearDown(self):
+        for name in [m for m in sys.modules if m == "desispec" or m.startswith("desispec.")]:
+            del sys.modules[name]
+        if self.stub.name in sys.path:
+            sys.path.remove(self.stub.name)
+        columns._exported.clear()
+        self.stub.cleanup()
+
+    def test_types_become_fits_tforms(self):
+        rows = [("A", "i8", "", "a", "empty"), ("B", (str, 22), "", "b", "empty"),
+                ("C", "f4", "mag", "c", "empty"), ("D", "u1", "", "d", "empty"),
+                ("E", "bool", "", "e", "coadd"), ("F", "i2", "", "f", "empty")]
+        self.assertEqual([entry["tform"] for entry in columns.table_from_rows(rows)],
+                         ["K", "22A", "E", "B", "L", "I"])
+        self.assertEqual(columns.table_from_rows(rows)[2],
+                         {"name": "C", "tform": "E", "unit": "mag", "description": "c"})
+
+    def test_without_desispec_nothing_is_passed(self):
+        self.assertIsNone(columns.exported_desispec_table())
+        script = subprocess.run([sys.executable, "-m", "ex2d_desi.fibermap_columns",
+                                 os.path.join(self.stub.name, "out.json")],
+                                cwd=os.path.join(os.path.dirname(__file__), "..", "..", "python"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, PYTHONPATH=""))
+        self.assertEqual(script.returncode, 1)
+        self.assertIn("desispec cannot be imported", script.stdout)
+
+    def test_desispec_table_reaches_the_frame(self):
+        sys.path.insert(0, self.stub.name)
+        path = columns.exported_desispec_table()
+        with open(path) as table:
+            self.assertEqual(json.load(table)[2], {"name": "TARGET_RA", "tform": "D",
+                                                   "unit": "deg", "description": "Stub RA words"})
+        with tempfile.TemporaryDirectory() as scratch:
+            work = WithTheBinary.make_inputs(scratch)
+            output = os.path.join(scratch, "frame-r0-00000001.fits")
+            ex2d_desi.main_ex2d(namespace(input=work["preproc"], psf=work["psf"], nspec=25,
+                                          wavelength="6000.0,6200.0,0.8", output=output))
+            python = astropy_python()
+            if python is None:
+                self.skipTest("astropy not installed: the frame's FIBERMAP is not read")
+            read = subprocess.run([python, "-c", READ_FIBERMAP_HEADER, output],
+                                  stdout=subprocess.PIPE, text=True, check=True)
+            header = json.loads(read.stdout)
+            self.assertEqual(header["TARGET_RA"], ["deg", "Stub RA words"])
+            self.assertEqual(header["FIBER"], ["", "Stub fibre words"])
 
 
 class FakeRequest:

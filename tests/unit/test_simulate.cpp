@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <fitsio.h>
 #include <gtest/gtest.h>
 
+#include "ex2d/fibermap_columns.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
 #include "test_paths.hpp"
@@ -225,6 +228,73 @@ TEST_F(SimulateTest, HeaderAndFibermap)
     const auto petal = read_int_column(fibermap, "PETAL_LOC");
     ASSERT_TRUE(petal.is_ok()) << petal.status().to_string();
     EXPECT_EQ(petal.value()[499], 3);
+}
+
+TEST_F(SimulateTest, FibermapHasDesispecMainSurveyColumnsWithUnits)
+{
+    SimulationOptions opt = small_options();
+    opt.nspec = 40;  // enough lit fibres for sky fibres among them
+    const SimulatedFrame frame = simulate(opt);
+    std::vector<std::uint8_t> bytes = frame.preproc.fibermap.fits_bytes;
+    void* buffer = bytes.data();
+    size_t size = bytes.size();
+    fitsfile* f = nullptr;
+    int status = 0;
+    fits_open_memfile(&f, "fibermap", READONLY, &buffer, &size, 0, nullptr, &status);
+    fits_movnam_hdu(f, BINARY_TBL, const_cast<char*>("FIBERMAP"), 0, &status);
+    int ncols = 0;
+    fits_get_num_cols(f, &ncols, &status);
+    ASSERT_EQ(status, 0);
+    std::vector<std::string> expected;
+    for (const FibermapColumn& c : builtin_fibermap_columns().columns) {
+        if (c.name.rfind("CMX_", 0) != 0 && c.name.rfind("SV", 0) != 0) expected.push_back(c.name);
+    }
+    ASSERT_EQ(ncols, int(expected.size()));  // 71, desispec's main-survey fibermap
+    for (int i = 1; i <= ncols; ++i) {
+        char name[FLEN_VALUE] = "", unit[FLEN_VALUE] = "", comment[FLEN_COMMENT] = "";
+        fits_read_key(f, TSTRING, ("TTYPE" + std::to_string(i)).c_str(), name, comment, &status);
+        ASSERT_EQ(name, expected[i - 1]) << "column " << i;
+        const FibermapColumn* known = builtin_fibermap_columns().find(name);
+        EXPECT_EQ(comment, known->description) << name;
+        int unit_status = 0;
+        fits_read_key(f, TSTRING, ("TUNIT" + std::to_string(i)).c_str(), unit, nullptr,
+                      &unit_status);
+        fits_clear_errmsg();
+        EXPECT_EQ(unit, known->unit) << name;
+    }
+    char objtype_text[500][4];
+    char* objtype[500];
+    char desiname_text[500][23];
+    char* desiname[500];
+    for (int i = 0; i < 500; ++i) {
+        objtype[i] = objtype_text[i];
+        desiname[i] = desiname_text[i];
+    }
+    int objtype_col = 0, desiname_col = 0;
+    fits_get_colnum(f, CASEINSEN, const_cast<char*>("OBJTYPE"), &objtype_col, &status);
+    fits_get_colnum(f, CASEINSEN, const_cast<char*>("DESINAME"), &desiname_col, &status);
+    fits_read_col_str(f, objtype_col, 1, 1, 500, nullptr, objtype, nullptr, &status);
+    fits_read_col_str(f, desiname_col, 1, 1, 500, nullptr, desiname, nullptr, &status);
+    fits_close_file(f, &status);
+    ASSERT_EQ(status, 0);
+    const auto desi_target = read_int_column(frame.preproc.fibermap, "DESI_TARGET");
+    ASSERT_TRUE(desi_target.is_ok()) << desi_target.status().to_string();
+    int sky = 0;
+    for (int row = 0; row < 500; ++row) {
+        const bool lit = row >= opt.specmin && row < opt.specmin + opt.nspec;
+        const std::string type = objtype[row];
+        if (!lit) {
+            EXPECT_EQ(type, "NON") << row;
+            continue;
+        }
+        EXPECT_TRUE(type == "SKY" || type == "TGT") << row;
+        EXPECT_EQ(std::string(desiname[row]).size(), 22u) << row;
+        EXPECT_EQ(std::string(desiname[row]).rfind("DESI J", 0), 0u) << row;
+        const bool sky_bit = (desi_target.value()[row] >> 32) & 1;
+        EXPECT_EQ(sky_bit, type == "SKY") << row;  // desi_mask SKY
+        sky += type == "SKY";
+    }
+    EXPECT_GT(sky, 0);
 }
 
 TEST_F(SimulateTest, RejectsBadOptions)

@@ -6,10 +6,12 @@
 /// FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, SCORES with checksums,
 /// written under a temporary name and renamed, so no partial file is ever left behind.
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ex2d/extraction_types.hpp"
+#include "ex2d/fibermap_columns.hpp"
 #include "ex2d/fits_header.hpp"
 #include "ex2d/fits_table.hpp"
 #include "ex2d/scratch_allocator.hpp"
@@ -26,6 +28,9 @@ struct FrameProvenance {
     std::string input_psf;      ///< IN_PSF, shortened by shorten_desi_path
     ExtractionOptions options;  ///< recorded in the header (geometry and constants)
     bool write_scores = true;   ///< false: no SCORES HDU (desi_extract_spectra --no-scores)
+    /// Units and descriptions given to the FIBERMAP's known columns (datamodel 4.8);
+    /// nullptr: builtin_fibermap_columns().
+    std::shared_ptr<const FibermapColumns> fibermap_columns;
 };
 
 /// A file path as desispec records it in headers (io.meta.shorten_filename): a path under

@@ -9,6 +9,7 @@
 
 #include <erfaextra.h>
 #include "ex2d/logging.hpp"
+#include "fibermap_annotation.hpp"
 #include "fits_util.hpp"
 #include "frame_internal.hpp"
 
@@ -182,6 +183,8 @@ Status write_image(fitsfile* f, const std::string& path, const std::string& name
 Status write_fibermap(fitsfile* f, const std::string& path, const StoredFrame& frame,
                       const FrameProvenance& prov, const std::vector<long long>& fibers)
 {
+    const FibermapColumns& columns =
+        prov.fibermap_columns ? *prov.fibermap_columns : builtin_fibermap_columns();
     int status = 0;
     if (prov.fibermap.empty()) {
         char* ttype[] = {const_cast<char*>("FIBER")};
@@ -190,6 +193,7 @@ Status write_fibermap(fitsfile* f, const std::string& path, const StoredFrame& f
         fits_write_col(f, TLONGLONG, 1, 1, 1, frame.nspec, const_cast<long long*>(fibers.data()),
                        &status);
         if (status) return fits::io_error(path, "cannot write HDU FIBERMAP", status);
+        EX2D_RETURN_NOT_OK(fits::annotate_fibermap(f, path, columns));
         return finish_hdu(f, path, "FIBERMAP");
     }
     fits::BlobReader reader;
@@ -202,6 +206,7 @@ Status write_fibermap(fitsfile* f, const std::string& path, const StoredFrame& f
     if (status == 0 && frame.specmin > 0) fits_delete_rows(f, 1, frame.specmin, &status);
     fits_update_key(f, TSTRING, "EXTNAME", const_cast<char*>("FIBERMAP"), nullptr, &status);
     if (status) return fits::io_error(path, "cannot write HDU FIBERMAP", status);
+    EX2D_RETURN_NOT_OK(fits::annotate_fibermap(f, path, columns));
     return finish_hdu(f, path, "FIBERMAP");
 }
 
