@@ -548,7 +548,11 @@ check "its MPS daemon was started and stopped once too" \
 
 # ---- 5. nothing left ----------------------------------------------------------------------
 phase "leftovers"
-sleep 0.5
+# Processes of a finished job may still be exiting: wait for them with a deadline.
+for _ in $(seq 100); do
+  [[ -z "$(marked_pids)" ]] && break
+  sleep 0.1
+done
 left=$(marked_pids | tr '\n' ' ')
 check "no process of the jobs left after the job (${left:-none})" test -z "$left"
 

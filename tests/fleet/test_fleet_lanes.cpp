@@ -72,11 +72,20 @@ TEST(FleetLanes, CampaignPauseResumeAndCancel)
     };
     ASSERT_TRUE(eventually(30, [&] { return n_done("iron", 53) >= 2; }));
     ASSERT_EQ(fleet.ctl({"campaign", "pause", "iron"}), 0);
-    // Frames in flight finish; then nothing moves while paused.
-    std::this_thread::sleep_for(std::chrono::seconds(3));
+    // Frames in flight finish (no frame of the exposure reading, extracting or writing);
+    // then nothing moves while paused.
+    auto in_flight = [&] {
+        int n = 0;
+        for (const char* state : {"n_reading", "n_extracting", "n_writing"}) {
+            n += std::atoi(fleet.redis({"HGET", "ex2d:exposure:iron:00000053", state}).str.c_str());
+        }
+        return n;
+    };
+    ASSERT_TRUE(eventually(30, [&] { return in_flight() == 0; }));
     const int paused_at = n_done("iron", 53);
     std::this_thread::sleep_for(std::chrono::seconds(2));
     EXPECT_EQ(n_done("iron", 53), paused_at);
+    EXPECT_EQ(in_flight(), 0);
     EXPECT_LT(paused_at, 6);
     EXPECT_EQ(n_done("fuji", 54), 0);
     ASSERT_EQ(fleet.ctl({"campaign", "resume", "iron"}), 0);

@@ -142,7 +142,13 @@ TEST(FleetMessages, HostileMessagesOnEverySocketAreDroppedAndTheFleetWorks)
         }
     }
     fleet.redis({"HDEL", "ex2d:endpoints", "fake-reader"});
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // Every service counts what it dropped; wait until each has counted the fuzz sent to it.
+    for (const char* name : {"reader-1", "writer-1", "worker-1"}) {
+        EXPECT_TRUE(eventually(20, [&] {
+            return metric_sum(http_get(proc_field(fleet, name, "http"), "/metrics"),
+                              "ex2d_messages_dropped_total") >= 50;
+        })) << name;
+    }
     ASSERT_TRUE(reader.running() && writer.running() && worker.running());
 
     for (const char* name : {"reader-1", "writer-1", "worker-1"}) {
