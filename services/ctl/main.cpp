@@ -8,6 +8,7 @@
 #include "ctl.hpp"
 #include "ex2d/service/config.hpp"
 #include "ex2d/service/curve.hpp"
+#include "ex2d/service/settings.hpp"
 
 namespace {
 
@@ -152,9 +153,9 @@ int run_keygen(const CommandArgs& a)
     return ctl::kExitOk;
 }
 
-/// The configuration with the command line's Redis settings over it; CtlExit(usage) where
-/// it cannot be loaded.
-service::Config load_config(const GlobalArgs& g)
+/// The configuration (the file, then EX2D_SECTION_KEY variables) with the command line's
+/// Redis settings over it; CtlExit(usage) where it cannot be loaded.
+service::FleetSettings load_settings(const GlobalArgs& g)
 {
     service::Config config;
     const char* args[] = {"ex2dctl", "--config", g.config_file.c_str()};
@@ -164,14 +165,14 @@ service::Config load_config(const GlobalArgs& g)
     if (g.redis_port > 0)
         (void)config.set("redis.port", std::to_string(g.redis_port), "command line");
     if (!g.ns.empty()) (void)config.set("redis.namespace", g.ns, "command line");
-    return config;
+    return service::FleetSettings::from(config);
 }
 
 /// A connection to the fleet's Redis. A refused password is a configuration error (2), like
 /// the services'; an unreachable Redis is 3.
-ctl::Connection connect(const service::Config& config)
+ctl::Connection connect(const service::RedisSettings& settings)
 {
-    auto options = service::redis_options_from_config(config);
+    auto options = service::redis_options(settings);
     if (!options.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, options.status().message()};
     ctl::Connection c;
     c.redis = std::make_unique<service::RedisClient>(options.value());
@@ -181,8 +182,7 @@ ctl::Connection connect(const service::Config& config)
             connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage : ctl::kExitRedis,
             connected.message()};
     }
-    c.plane =
-        std::make_unique<service::ControlPlane>(*c.redis, config.get_string("redis.namespace"));
+    c.plane = std::make_unique<service::ControlPlane>(*c.redis, settings.key_namespace);
     return c;
 }
 
@@ -190,15 +190,15 @@ ctl::Connection connect(const service::Config& config)
 int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
 {
     if (*a.submit) ctl::check_submit_args(sub);
-    const service::Config config = load_config(g);
-    ctl::Connection c = connect(config);
+    const service::FleetSettings settings = load_settings(g);
+    ctl::Connection c = connect(settings.redis);
     if (a.campaign.empty()) a.campaign = "nightly";
     sub.json = g.json;
     if (*a.submit) return ctl::submit(c, sub);
-    const auto heartbeat_ttl_ms = (long long)(config.get_double("service.heartbeat_ttl_s") * 1000);
+    const long long heartbeat_ttl_ms = settings.service.heartbeat_ttl_ms();
     if (*a.status) {
-        const auto lease_ms = (long long)(config.get_double("queue.lease_s") * 1000);
-        return ctl::status(c, a.night, a.exposure, a.campaign, g.json, lease_ms, heartbeat_ttl_ms);
+        return ctl::status(c, a.night, a.exposure, a.campaign, g.json, settings.queue.lease_ms(),
+                           heartbeat_ttl_ms);
     }
     if (*a.requeue) return ctl::requeue(c, a.exposure, a.campaign, a.night, g.json);
     if (*a.workers) return ctl::workers(c, g.json, heartbeat_ttl_ms);

@@ -19,8 +19,8 @@ using service::job_log_context;
 using service::seconds;
 
 Reader::Reader(service::ServiceContext& ctx)
-    : ctx_(ctx),
-      me_{ctx.name(), ctx.host(), ctx.pid()},
+    : FleetService(ctx),
+      settings_(service::ReaderSettings::from(ctx.config())),
       loader_(ctx.name()),
       router_(zmq_context_, zmq::socket_type::router)
 {
@@ -28,32 +28,12 @@ Reader::Reader(service::ServiceContext& ctx)
 
 Status Reader::start()
 {
-    const service::Config& cfg = ctx_.config();
-    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
-    redis_ = std::move(control.redis);
-    plane_ = std::move(control.plane);
+    const service::FleetSettings& fleet = ctx_.settings();
+    EX2D_RETURN_NOT_OK(connect());
     EX2D_RETURN_NOT_OK(plane_->ensure_group(plane_->nightly_stream()));
-    lease_ms_ = (long long)(cfg.get_double("queue.lease_s") * 1000);
-
-    service::configure_socket(router_, cfg, false);
-    // Sending to a worker that has gone must fail loudly, so the frame stays here.
-    router_.set(zmq::sockopt::router_mandatory, 1);
-    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
-    EX2D_ASSIGN_OR_RETURN(const bool curve, security_->prepare_bind(zmq_context_, router_,
-                                                                    cfg.get_string("zmq.bind")));
-    std::string endpoint;
-    try {
-        endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
-    } catch (const zmq::error_t& e) {
-        return Status::invalid("zmq.bind " + cfg.get_string("zmq.bind") + ": " + e.what());
-    }
-    keeper_ = std::make_unique<service::Keeper>(ctx_);
-    keeper_->set_field("endpoint", endpoint);
-    if (curve) keeper_->set_field("curve_key", security_->public_key());
-    EX2D_RETURN_NOT_OK(keeper_->start());
-    EX2D_ASSIGN_OR_RETURN(service::RedisOptions feed_redis,
-                          service::redis_options_from_config(cfg));
-    feed_ = std::make_unique<JobFeed>(feed_redis, cfg.get_string("redis.namespace"), me_, *keeper_);
+    EX2D_ASSIGN_OR_RETURN(const std::string endpoint, serve(router_));
+    EX2D_ASSIGN_OR_RETURN(service::RedisOptions feed_redis, service::redis_options(fleet.redis));
+    feed_ = std::make_unique<JobFeed>(feed_redis, fleet.redis.key_namespace, me_, *keeper_);
     EX2D_RETURN_NOT_OK(feed_->start());
 
     // A restart under the same name finishes its own pending jobs first (their epochs bumped).
@@ -69,8 +49,8 @@ Status Reader::start()
     next_reap_ = Clock::now();
     next_depth_ = Clock::now();
     ctx_.set_ready(true);
-    logger()->info("reader ready endpoint={} prefetch={} lease_s={}", endpoint,
-                   cfg.get_int("reader.prefetch"), cfg.get_double("queue.lease_s"));
+    logger()->info("reader ready endpoint={} prefetch={} lease_s={}", endpoint, settings_.prefetch,
+                   fleet.queue.lease_s);
     return Status::ok();
 }
 
@@ -153,7 +133,7 @@ long Reader::sleep_ms() const
     long wait = 500;
     wait = std::min(wait, long(duration_cast<milliseconds>(next_reap_ - now).count()));
     if (!credits_.empty()) {
-        const auto hold = milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
+        const auto hold = milliseconds(settings_.credit_hold_ms);
         wait = std::min(
             wait,
             long(duration_cast<milliseconds>(credits_.front().received_at + hold - now).count()));
@@ -190,10 +170,10 @@ void Reader::reap()
 {
     auto streams = plane_->lane_streams();
     if (!streams.is_ok()) return;
-    const int max_deliveries = int(ctx_.config().get_int("queue.max_deliveries"));
+    const service::QueueSettings& queue = ctx_.settings().queue;
     for (const auto& stream : streams.value()) {
         std::vector<Job> dead;
-        auto reclaimed = plane_->reap(stream, me_, lease_ms_, max_deliveries, dead);
+        auto reclaimed = plane_->reap(stream, me_, queue.lease_ms(), queue.max_deliveries, dead);
         if (!reclaimed.is_ok()) continue;
         for (const auto& job : dead) {
             service::ScopedLogContext lc(job_log_context(job));
@@ -213,10 +193,9 @@ void Reader::reap()
 bool Reader::step()
 {
     if (keeper_->drain_requested()) return false;
-    const long long max_frames = ctx_.config().get_int("service.max_frames");
-    if (max_frames > 0 && frames_sent_ >= max_frames) return false;
+    if (ctx_.settings().service.max_frames_reached(frames_sent_)) return false;
 
-    const std::size_t prefetch = std::size_t(ctx_.config().get_int("reader.prefetch"));
+    const auto prefetch = std::size_t(settings_.prefetch);
     // Re-delivered jobs are loaded at once; otherwise sleep until a message, a job from the
     // feed, a credit's deadline or the reaper.
     const bool wants_job = ready_.size() < prefetch || (!credits_.empty() && ready_.empty());
@@ -228,7 +207,7 @@ bool Reader::step()
         load_next();
     }
     // A credit we cannot serve goes back, so the worker can ask another reader.
-    const auto hold = std::chrono::milliseconds(ctx_.config().get_int("reader.credit_hold_ms"));
+    const auto hold = std::chrono::milliseconds(settings_.credit_hold_ms);
     while (!credits_.empty() && ready_.empty() &&
            Clock::now() - credits_.front().received_at > hold) {
         wire::OutgoingMessage m;
@@ -243,7 +222,7 @@ bool Reader::step()
     const auto now = Clock::now();
     if (now >= next_reap_) {
         reap();
-        next_reap_ = now + seconds(ctx_.config().get_double("queue.reaper_interval_s"));
+        next_reap_ = now + seconds(ctx_.settings().queue.reaper_interval_s);
     }
     if (now >= next_depth_) {
         next_depth_ = now + seconds(5);
@@ -261,10 +240,9 @@ bool Reader::step()
 
 void Reader::drain(Clock::time_point)
 {
-    for (const auto& job : feed_->stop()) service::hand_back(*plane_, *keeper_, job, ctx_.config());
-    for (const auto& frame : ready_)
-        service::hand_back(*plane_, *keeper_, frame.job, ctx_.config());
-    for (const auto& job : claimed_) service::hand_back(*plane_, *keeper_, job, ctx_.config());
+    for (const auto& job : feed_->stop()) hand_back(job);
+    for (const auto& frame : ready_) hand_back(frame.job);
+    for (const auto& job : claimed_) hand_back(job);
     ready_.clear();
     claimed_.clear();
     credits_.clear();

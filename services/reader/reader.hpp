@@ -13,10 +13,8 @@
 
 #include <zmq.hpp>
 
-#include "ex2d/service/control_plane.hpp"
-#include "ex2d/service/curve.hpp"
-#include "ex2d/service/keeper.hpp"
-#include "ex2d/service/service.hpp"
+#include "ex2d/service/fleet_process.hpp"
+#include "ex2d/service/settings.hpp"
 #include "job_feed.hpp"
 #include "load_frame.hpp"
 
@@ -24,7 +22,7 @@ namespace ex2d::reader {
 
 using Clock = std::chrono::steady_clock;
 
-class Reader : public service::Service {
+class Reader : public service::FleetService {
 public:
     explicit Reader(service::ServiceContext& ctx);
     Status start() override;
@@ -53,23 +51,16 @@ private:
     long sleep_ms() const;
     void reap();
 
-    service::ServiceContext& ctx_;
-    service::Actor me_;
-    FrameLoader loader_;  ///< its buffers outlive the sockets that send them
-    std::unique_ptr<service::RedisClient> redis_;
-    std::unique_ptr<service::ControlPlane> plane_;
-    std::unique_ptr<service::Keeper> keeper_;
-    std::unique_ptr<JobFeed> feed_;  ///< before the keeper goes: it holds the jobs it takes
-    zmq::context_t zmq_context_;
+    const service::ReaderSettings settings_;
+    FrameLoader loader_;
+    std::unique_ptr<JobFeed> feed_;  ///< goes before the keeper: it holds the jobs it takes
     zmq::socket_t router_;
-    std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
     std::deque<Loaded> ready_;
     std::deque<service::Job> claimed_;  ///< own pending after a restart, and reaped jobs
     std::deque<Credit> credits_;
     Clock::time_point next_reap_;
     Clock::time_point next_depth_;
     long frames_sent_ = 0;
-    long long lease_ms_ = 0;
 };
 
 }  // namespace ex2d::reader

@@ -57,8 +57,8 @@ Status apply_badcolumn_step(const service::FrameInputs& in, const GaussHermitePs
 }  // namespace
 
 Worker::Worker(service::ServiceContext& ctx)
-    : ctx_(ctx),
-      me_{ctx.name(), ctx.host(), ctx.pid()},
+    : FleetService(ctx),
+      settings_(service::WorkerSettings::from(ctx.config())),
       dealer_(zmq_context_, zmq::socket_type::dealer),
       writers_(zmq_context_, zmq::socket_type::router)
 {
@@ -72,22 +72,19 @@ Worker::~Worker()
 
 Status Worker::start()
 {
-    const service::Config& cfg = ctx_.config();
-    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
-    redis_ = std::move(control.redis);
-    plane_ = std::move(control.plane);
+    const service::ZmqSettings& sockets = ctx_.settings().zmq;
+    EX2D_RETURN_NOT_OK(connect());
 
     CudaBackendOptions cuda;
-    cuda.device = int(cfg.get_int("worker.device"));
-    cuda.memory_budget_bytes =
-        std::size_t(cfg.get_double("worker.gpu_memory_gib") * double(1 << 30));
+    cuda.device = settings_.device;
+    cuda.memory_budget_bytes = std::size_t(settings_.gpu_memory_gib * double(1 << 30));
     StandinBackendOptions standin;
-    standin.frame_path = cfg.get_string("worker.standin_frame");
-    standin.delay_s = cfg.get_double("worker.standin_delay_s");
+    standin.frame_path = settings_.standin_frame;
+    standin.delay_s = settings_.standin_delay_s;
     // worker.threads 0 resolves here, as ex2d extract's --threads 0 does: the CPUs this
     // container or Slurm step may use, not the node's core count.
-    const int threads = resolve_thread_count(int(cfg.get_int("worker.threads")));
-    auto backend = make_backend(cfg.get_string("worker.backend"), threads, cuda, standin);
+    const int threads = resolve_thread_count(settings_.threads);
+    auto backend = make_backend(settings_.backend, threads, cuda, standin);
     if (!backend.is_ok())
         return Status(backend.status().code(), "worker.backend: " + backend.status().message());
     backend_ = std::move(backend).value();
@@ -95,19 +92,19 @@ Status Worker::start()
     device_ = report.device_name.empty() ? "cpu" : report.device_name;
     ctx_.metrics().device_memory_bytes().Set(double(report.held_bytes));
 
-    service::configure_socket(dealer_, cfg, true);
-    service::configure_socket(writers_, cfg, true);
+    service::configure_socket(dealer_, sockets, true);
+    service::configure_socket(writers_, sockets, true);
     // A message to a writer no connection leads to fails at once instead of vanishing. Not
     // ZMQ_IMMEDIATE here: with it libzmq 4.3 never routes to a connect routing id
     // (EHOSTUNREACH for good); the RESULT itself only follows a GRANT over a live connection.
     writers_.set(zmq::sockopt::router_mandatory, 1);
     writers_.set(zmq::sockopt::immediate, 0);
-    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
+    EX2D_RETURN_NOT_OK(load_socket_security());
     readers_ = std::make_unique<PeerConnections>(dealer_, *security_, "reader", false);
     writer_links_ = std::make_unique<PeerConnections>(writers_, *security_, "writer", true);
-    delivery_ = std::make_unique<ResultDelivery>(
-        writers_, *writer_links_, ctx_.name(), seconds(cfg.get_double("zmq.peer_timeout_s")),
-        seconds(cfg.get_double("worker.result_timeout_s")));
+    delivery_ = std::make_unique<ResultDelivery>(writers_, *writer_links_, ctx_.name(),
+                                                 seconds(sockets.peer_timeout_s),
+                                                 seconds(settings_.result_timeout_s));
     if (security_->curve_enabled()) {
         dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_,
                                                                          "reader", &ctx_.metrics());
@@ -121,25 +118,22 @@ Status Worker::start()
     // The main loop sleeps in poll() until a message or the end of an extraction wakes it.
     extraction_done_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (extraction_done_fd_ < 0) return Status::io(std::string("eventfd: ") + std::strerror(errno));
-    keeper_ = std::make_unique<service::Keeper>(ctx_);
-    keeper_->set_field("backend", backend_->name());
-    keeper_->set_field("device", device_);
-    EX2D_RETURN_NOT_OK(keeper_->start());
-    max_spare_planes_ = std::size_t(2 * (cfg.get_int("worker.credit") + 1));
+    EX2D_RETURN_NOT_OK(register_process({{"backend", backend_->name()}, {"device", device_}}));
+    max_spare_planes_ = std::size_t(2 * (settings_.credit + 1));
     discover();
     ctx_.set_ready(true);
     logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(),
-                   device_, cfg.get_int("worker.credit"), threads);
+                   device_, settings_.credit, threads);
     return Status::ok();
 }
 
 void Worker::discover()
 {
-    next_discovery_ = Clock::now() + seconds(ctx_.config().get_double("zmq.discovery_interval_s"));
+    next_discovery_ = Clock::now() + seconds(ctx_.settings().zmq.discovery_interval_s);
     auto peers = redis_->command({"HGETALL", plane_->key("endpoints")});
     if (!peers.is_ok()) return;
     const long long now = service::unix_ms();
-    const auto ttl_ms = (long long)(ctx_.config().get_double("service.heartbeat_ttl_s") * 1000);
+    const long long ttl_ms = ctx_.settings().service.heartbeat_ttl_ms();
     PeerMap live_readers, live_writers, kept_readers, kept_writers;
     for (const auto& [name, value] : peers.value().pairs()) {
         // "role state heartbeat_ms endpoint [curve_public_key]"
@@ -167,14 +161,14 @@ void Worker::ask_for_frames()
 {
     const auto now = Clock::now();
     // A reader that died holding our credit never answers: forget such credits.
-    const auto timeout = seconds(ctx_.config().get_double("zmq.peer_timeout_s"));
+    const auto timeout = seconds(ctx_.settings().zmq.peer_timeout_s);
     while (!credits_out_.empty() && now - credits_out_.front() > timeout) credits_out_.pop_front();
     if (readers_->empty() || keeper_->drain_requested()) return;
-    const long long max_frames = ctx_.config().get_int("service.max_frames");
     const long in_hand =
         long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0);
-    if (max_frames > 0 && frames_done_ + in_hand + long(credits_out_.size()) >= max_frames) return;
-    const long credit = long(ctx_.config().get_int("worker.credit"));
+    const long promised = frames_done_ + in_hand + long(credits_out_.size());
+    if (ctx_.settings().service.max_frames_reached(promised)) return;
+    const long credit = settings_.credit;
     while (long(credits_out_.size()) + in_hand < credit) {
         wire::OutgoingMessage m;
         m.type = wire::MessageType::credit;
@@ -243,8 +237,7 @@ void Worker::accept_frame(wire::IncomingMessage message)
 {
     auto inputs = service::decode_frame(message, take_spare_plane(), take_spare_plane());
     if (!inputs.is_ok()) {
-        ctx_.metrics().messages_dropped("malformed").Increment();
-        logger()->warn("dropped message reason=malformed detail={}", inputs.status().message());
+        drop_malformed(inputs.status());
         return;
     }
     const Job& job = inputs.value().job;
@@ -397,10 +390,10 @@ void Worker::send_result()
     service::ScopedLogContext lc(job_log_context(job));
     logger()->warn(
         "result not delivered: no writer granted room within {} s; handing the frame back",
-        ctx_.config().get_double("worker.result_timeout_s"));
+        settings_.result_timeout_s);
     ctx_.metrics().frames("undelivered").Increment();
     delivery_->clear();
-    service::hand_back(*plane_, *keeper_, job, ctx_.config());
+    hand_back(job);
 }
 
 bool Worker::step()
@@ -419,15 +412,14 @@ bool Worker::step()
     receive_messages(can_start ? 0 : 100);
     ctx_.metrics().frames_in_memory().Set(
         double(waiting_.size() + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0)));
-    const long long max_frames = ctx_.config().get_int("service.max_frames");
-    return !(max_frames > 0 && frames_done_ >= max_frames);
+    return !ctx_.settings().service.max_frames_reached(frames_done_);
 }
 
 void Worker::drain(Clock::time_point deadline)
 {
     // No new credit from here. Frames not started go back at once; the one extracting is
     // finished and sent if the deadline allows, else handed back.
-    for (const auto& in : waiting_) service::hand_back(*plane_, *keeper_, in.job, ctx_.config());
+    for (const auto& in : waiting_) hand_back(in.job);
     waiting_.clear();
     while (Clock::now() < deadline && (extracting_job_ || delivery_->busy())) {
         collect_extraction();
@@ -438,11 +430,11 @@ void Worker::drain(Clock::time_point deadline)
         ctx_.tick();
     }
     if (delivery_->busy()) {
-        service::hand_back(*plane_, *keeper_, delivery_->job(), ctx_.config());
+        hand_back(delivery_->job());
         delivery_->clear();
     }
     if (extracting_job_) {
-        service::hand_back(*plane_, *keeper_, *extracting_job_, ctx_.config());
+        hand_back(*extracting_job_);
         logger()->warn("drain deadline reached during an extraction; exiting without it");
         logger()->flush();
         keeper_.reset();

@@ -18,11 +18,9 @@
 
 #include "ex2d/extraction_backend.hpp"
 #include "ex2d/psf.hpp"
-#include "ex2d/service/control_plane.hpp"
-#include "ex2d/service/curve.hpp"
+#include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
-#include "ex2d/service/keeper.hpp"
-#include "ex2d/service/service.hpp"
+#include "ex2d/service/settings.hpp"
 #include "peer_connections.hpp"
 #include "result_delivery.hpp"
 
@@ -30,7 +28,7 @@ namespace ex2d::worker {
 
 using Clock = std::chrono::steady_clock;
 
-class Worker : public service::Service {
+class Worker : public service::FleetService {
 public:
     explicit Worker(service::ServiceContext& ctx);
     ~Worker() override;
@@ -54,16 +52,10 @@ private:
     std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs,
                                                    Status& status);
 
-    service::ServiceContext& ctx_;
-    service::Actor me_;
-    std::unique_ptr<service::RedisClient> redis_;
-    std::unique_ptr<service::ControlPlane> plane_;
-    std::unique_ptr<service::Keeper> keeper_;
+    const service::WorkerSettings settings_;
     std::unique_ptr<ExtractionBackend> backend_;
-    zmq::context_t zmq_context_;
     zmq::socket_t dealer_;
     zmq::socket_t writers_;  ///< ROUTER: one routing id per writer connection
-    std::unique_ptr<service::SocketSecurity> security_;
     std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, writer_handshakes_;
     std::unique_ptr<PeerConnections> readers_, writer_links_;
     std::unique_ptr<ResultDelivery> delivery_;

@@ -24,8 +24,8 @@ using service::job_log_context;
 using service::seconds;
 
 Writer::Writer(service::ServiceContext& ctx)
-    : ctx_(ctx),
-      me_{ctx.name(), ctx.host(), ctx.pid()},
+    : FleetService(ctx),
+      settings_(service::WriterSettings::from(ctx.config())),
       router_(zmq_context_, zmq::socket_type::router)
 {
 }
@@ -45,56 +45,40 @@ Writer::~Writer()
 
 Status Writer::start()
 {
-    const service::Config& cfg = ctx_.config();
-    if (cfg.get_int("writer.credit") > cfg.get_int("zmq.hwm")) {
+    const int hwm = ctx_.settings().zmq.hwm;
+    if (settings_.credit > hwm) {
         // More grants than the receive queue holds would stall the connection (and its
         // heartbeats) behind a full queue, which is what the credit exists to prevent.
-        return Status::invalid("writer.credit " + std::to_string(cfg.get_int("writer.credit")) +
-                               " exceeds zmq.hwm " + std::to_string(cfg.get_int("zmq.hwm")));
+        return Status::invalid("writer.credit " + std::to_string(settings_.credit) +
+                               " exceeds zmq.hwm " + std::to_string(hwm));
     }
-    const long long threads = cfg.get_int("writer.write_threads");
-    if (const std::string table = cfg.get_string("writer.fibermap_columns"); !table.empty()) {
-        EX2D_ASSIGN_OR_RETURN(FibermapColumns columns, read_fibermap_columns_json(table));
+    const int threads = settings_.write_threads;
+    if (!settings_.fibermap_columns.empty()) {
+        EX2D_ASSIGN_OR_RETURN(FibermapColumns columns,
+                              read_fibermap_columns_json(settings_.fibermap_columns));
         fibermap_columns_ = std::make_shared<const FibermapColumns>(std::move(columns));
     }
-    EX2D_ASSIGN_OR_RETURN(service::ControlConnection control, service::connect_control_plane(ctx_));
-    redis_ = std::move(control.redis);
-    plane_ = std::move(control.plane);
+    EX2D_RETURN_NOT_OK(connect());
     EX2D_ASSIGN_OR_RETURN(service::ControlConnection ledger, service::connect_control_plane(ctx_));
     ledger_redis_ = std::move(ledger.redis);
     temporaries_ = std::make_unique<RedisTemporaryLedger>(*ledger_redis_, *ledger.plane, me_);
-    for (long long i = 0; i < threads; ++i) {
+    for (int i = 0; i < threads; ++i) {
         EX2D_ASSIGN_OR_RETURN(service::ControlConnection c, service::connect_control_plane(ctx_));
         write_planes_.push_back(std::move(c));
     }
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) return Status::io(std::string("eventfd: ") + std::strerror(errno));
-
-    service::configure_socket(router_, cfg, false);
-    // A GRANT to a worker that has gone fails at once instead of vanishing.
-    router_.set(zmq::sockopt::router_mandatory, 1);
-    EX2D_ASSIGN_OR_RETURN(security_, service::SocketSecurity::from_config(cfg, &ctx_.metrics()));
-    EX2D_ASSIGN_OR_RETURN(const bool curve, security_->prepare_bind(zmq_context_, router_,
-                                                                    cfg.get_string("zmq.bind")));
-    std::string endpoint;
-    try {
-        endpoint = service::bind_socket(router_, cfg.get_string("zmq.bind"), ctx_.name());
-    } catch (const zmq::error_t& e) {
-        return Status::invalid("zmq.bind " + cfg.get_string("zmq.bind") + ": " + e.what());
-    }
-    keeper_ = std::make_unique<service::Keeper>(ctx_);
-    keeper_->set_field("endpoint", endpoint);
-    if (curve) keeper_->set_field("curve_key", security_->public_key());
-    EX2D_RETURN_NOT_OK(keeper_->start());
+    // A GRANT to a worker that has gone fails at once instead of vanishing (serve: mandatory).
+    EX2D_ASSIGN_OR_RETURN(const std::string endpoint, serve(router_));
     temporaries_->sweep();
-    next_sweep_ = Clock::now() + seconds(cfg.get_double("writer.sweep_interval_s"));
+    next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
     writing_.assign(write_planes_.size(), std::nullopt);
     for (std::size_t i = 0; i < write_planes_.size(); ++i) {
         write_threads_.emplace_back([this, i] { write_loop(i); });
     }
     ctx_.set_ready(true);
     logger()->info("writer ready endpoint={} credit={} write_threads={}", endpoint,
-                   cfg.get_int("writer.credit"), threads);
+                   settings_.credit, threads);
     return Status::ok();
 }
 
@@ -115,7 +99,7 @@ void Writer::grant()
 {
     // A credit is room for one result beyond those the write threads hold: granted and not
     // yet arrived, or arrived and waiting for a thread.
-    const auto credit = std::size_t(ctx_.config().get_int("writer.credit"));
+    const auto credit = std::size_t(settings_.credit);
     while (granted_.size() + queued() < credit && !offers_.empty()) {
         const Offer offer = std::move(offers_.front());
         offers_.pop_front();
@@ -133,12 +117,12 @@ void Writer::grant()
 
 void Writer::expire_grants()
 {
-    const auto timeout = seconds(ctx_.config().get_double("zmq.peer_timeout_s"));
+    const double timeout_s = ctx_.settings().zmq.peer_timeout_s;
+    const auto timeout = seconds(timeout_s);
     const auto now = Clock::now();
     for (auto it = granted_.begin(); it != granted_.end();) {
         if (now - it->second > timeout) {
-            logger()->warn("grant lapsed: no result from a worker within {} s",
-                           ctx_.config().get_double("zmq.peer_timeout_s"));
+            logger()->warn("grant lapsed: no result from a worker within {} s", timeout_s);
             it = granted_.erase(it);
         } else {
             ++it;
@@ -179,8 +163,7 @@ void Writer::accept_result(wire::IncomingMessage message)
     // the queue is this writer's and its lease is renewed.
     auto job = service::job_from_message(message);
     if (!job.is_ok()) {
-        ctx_.metrics().messages_dropped("malformed").Increment();
-        logger()->warn("dropped message reason=malformed detail={}", job.status().message());
+        drop_malformed(job.status());
         return;
     }
     const std::string worker = message.meta.value("worker", "");
@@ -232,9 +215,8 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
     auto decoded = service::decode_result(received.message);
     received.message = {};
     if (!decoded.is_ok()) {
-        ctx_.metrics().messages_dropped("malformed").Increment();
-        logger()->warn("dropped message reason=malformed detail={}", decoded.status().message());
-        service::hand_back(plane, *keeper_, job, ctx_.config());
+        drop_malformed(decoded.status());
+        service::hand_back(plane, *keeper_, job, ctx_.settings().queue.lease_ms());
         return;
     }
     const service::FrameOutputs& out = decoded.value();
@@ -242,8 +224,8 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
         auto f = plane.renew(job);
         return f.is_ok() && f.value() == Fence::applied;
     };
-    auto outcome = write_output(out, me_, ctx_.config().get_bool("writer.fsync"), still_ours,
-                                *temporaries_, fibermap_columns_);
+    auto outcome =
+        write_output(out, me_, settings_.fsync, still_ours, *temporaries_, fibermap_columns_);
     if (!outcome.is_ok()) {
         const Status& s = outcome.status();
         if (s.code() == StatusCode::invalid_argument) {
@@ -299,7 +281,7 @@ bool Writer::step()
     if (keeper_->drain_requested()) return false;
     if (Clock::now() >= next_sweep_) {
         temporaries_->sweep();
-        next_sweep_ = Clock::now() + seconds(ctx_.config().get_double("writer.sweep_interval_s"));
+        next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
     }
     expire_grants();
     grant();
@@ -316,8 +298,7 @@ bool Writer::step()
             if (ctx_.stop_requested()) break;
         }
     }
-    const long long max_frames = ctx_.config().get_int("service.max_frames");
-    return !(max_frames > 0 && frames_done_ >= max_frames);
+    return !ctx_.settings().service.max_frames_reached(frames_done_);
 }
 
 void Writer::drain(Clock::time_point deadline)
@@ -342,7 +323,7 @@ void Writer::drain(Clock::time_point deadline)
         }
     }
     queue_cv_.notify_all();
-    for (const Job& job : unfinished) service::hand_back(*plane_, *keeper_, job, ctx_.config());
+    for (const Job& job : unfinished) hand_back(job);
     if (still_writing) {
         // A write thread cannot be interrupted inside CFITSIO or the compressor: its job is
         // handed back above, its temporary files removed here, and the process ends now. The

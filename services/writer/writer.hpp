@@ -22,12 +22,9 @@
 #include <zmq.hpp>
 
 #include "ex2d/fibermap_columns.hpp"
-#include "ex2d/service/control_plane.hpp"
-#include "ex2d/service/curve.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
-#include "ex2d/service/keeper.hpp"
-#include "ex2d/service/service.hpp"
+#include "ex2d/service/settings.hpp"
 #include "temporary_ledger.hpp"
 
 namespace ex2d::writer {
@@ -41,7 +38,7 @@ struct WriteOutcome {
     long long bytes = 0;
 };
 
-class Writer : public service::Service {
+class Writer : public service::FleetService {
 public:
     explicit Writer(service::ServiceContext& ctx);
     ~Writer() override;  ///< stops and joins the write threads
@@ -69,14 +66,8 @@ private:
     std::size_t queued() const;
     bool busy() const;  ///< a result queued or being written
 
-    service::ServiceContext& ctx_;
-    service::Actor me_;
-    std::unique_ptr<service::RedisClient> redis_;
-    std::unique_ptr<service::ControlPlane> plane_;
-    std::unique_ptr<service::Keeper> keeper_;
-    zmq::context_t zmq_context_;
+    const service::WriterSettings settings_;
     zmq::socket_t router_;
-    std::unique_ptr<service::SocketSecurity> security_;  ///< after the context: closed first
     /// The ledger is shared by the main loop (its sweep) and the write threads; it locks
     /// itself and talks to Redis on a connection of its own.
     std::unique_ptr<service::RedisClient> ledger_redis_;

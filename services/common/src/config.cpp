@@ -323,6 +323,7 @@ std::string Config::get_string(const std::string& key) const
 {
     const auto found = values_.find(key);
     if (found == values_.end()) throw Error("unknown configuration key " + key);
+    if (read_log_ != nullptr) read_log_->insert(key);
     return found->second;
 }
 

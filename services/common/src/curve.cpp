@@ -387,13 +387,13 @@ int HandshakeMonitor::poll()
 
 // ---------------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<SocketSecurity>> SocketSecurity::from_config(const Config& config,
-                                                                    Metrics* metrics)
+Result<std::unique_ptr<SocketSecurity>> SocketSecurity::from_settings(const ZmqSettings& settings,
+                                                                      Metrics* metrics)
 {
     CurveKeyPair keys;
     CurveAllowList allowed;
-    const std::string secret_file = config.get_string("zmq.curve_secret_key_file");
-    const std::string allowed_path = config.get_string("zmq.curve_allowed_keys");
+    const std::string& secret_file = settings.curve_secret_key_file;
+    const std::string& allowed_path = settings.curve_allowed_keys;
     if (!secret_file.empty()) {
         if (!zmq_has("curve")) {
             return Status::invalid("zmq.curve_secret_key_file is set but this libzmq has no CURVE");
@@ -413,7 +413,7 @@ Result<std::unique_ptr<SocketSecurity>> SocketSecurity::from_config(const Config
         }
     }
     return std::make_unique<SocketSecurity>(std::move(keys), std::move(allowed),
-                                            config.get_bool("zmq.allow_plaintext"), metrics);
+                                            settings.allow_plaintext, metrics);
 }
 
 SocketSecurity::SocketSecurity(CurveKeyPair keys, CurveAllowList allowed, bool allow_plaintext,

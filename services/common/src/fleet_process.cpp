@@ -4,13 +4,14 @@
 #include <algorithm>
 
 #include "ex2d/logging.hpp"
+#include "ex2d/service/zmq_util.hpp"
 
 namespace ex2d::service {
 
 Result<ControlConnection> connect_control_plane(ServiceContext& ctx)
 {
-    const Config& cfg = ctx.config();
-    EX2D_ASSIGN_OR_RETURN(RedisOptions options, redis_options_from_config(cfg));
+    const RedisSettings& settings = ctx.settings().redis;
+    EX2D_ASSIGN_OR_RETURN(RedisOptions options, redis_options(settings));
     ControlConnection c;
     c.redis = std::make_unique<RedisClient>(options, [&ctx] {
         ctx.tick();
@@ -20,14 +21,20 @@ Result<ControlConnection> connect_control_plane(ServiceContext& ctx)
     // rather than exiting: its supervisor would only restart it into the same wait.
     EX2D_RETURN_NOT_OK(c.redis->connect());
     c.redis->on_reconnect([&ctx] { ctx.metrics().redis_reconnects().Increment(); });
-    if (!cfg.get_bool("redis.allow_unsafe")) EX2D_RETURN_NOT_OK(check_redis_durability(*c.redis));
-    c.plane = std::make_unique<ControlPlane>(*c.redis, cfg.get_string("redis.namespace"));
+    if (!settings.allow_unsafe) EX2D_RETURN_NOT_OK(check_redis_durability(*c.redis));
+    c.plane = std::make_unique<ControlPlane>(*c.redis, settings.key_namespace);
     return c;
 }
 
 LogContext job_log_context(const Job& job)
 {
     return {job.job, job.night, job.expid, job.camera, job.epoch};
+}
+
+void drop_message(ServiceContext& ctx, const std::string& reason, const std::string& detail)
+{
+    ctx.metrics().messages_dropped(reason).Increment();
+    logger()->warn("dropped message reason={} detail={}", reason, detail);
 }
 
 std::optional<wire::IncomingMessage> decode_or_drop(
@@ -39,26 +46,79 @@ std::optional<wire::IncomingMessage> decode_or_drop(
     wire::DecodeError error;
     auto message = wire::decode(std::move(parts), error);
     if (!message) {
-        ctx.metrics().messages_dropped(error.reason).Increment();
-        logger()->warn("dropped message reason={} detail={}", error.reason, error.detail);
+        drop_message(ctx, error.reason, error.detail);
         return std::nullopt;
     }
     if (std::find(accepted.begin(), accepted.end(), message->type) == accepted.end()) {
-        ctx.metrics().messages_dropped("bad_type").Increment();
-        logger()->warn("dropped message reason=bad_type detail=a {} does not take message type {}",
-                       ctx.role(), int(message->type));
+        drop_message(ctx, "bad_type",
+                     "a " + ctx.role() + " does not take message type " +
+                         std::to_string(int(message->type)));
         return std::nullopt;
     }
     ctx.metrics().bytes("received").Increment(double(bytes));
     return message;
 }
 
-void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, const Config& config)
+void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, long long lease_ms)
 {
-    auto fence = plane.hand_back(job, (long long)(config.get_double("queue.lease_s") * 1000));
+    auto fence = plane.hand_back(job, lease_ms);
     keeper.release(job);
     logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
                    fence.is_ok() ? to_string(fence.value()) : fence.status().message());
+}
+
+FleetService::FleetService(ServiceContext& ctx) : ctx_(ctx), me_{ctx.name(), ctx.host(), ctx.pid()}
+{
+}
+
+Status FleetService::connect()
+{
+    EX2D_ASSIGN_OR_RETURN(ControlConnection control, connect_control_plane(ctx_));
+    redis_ = std::move(control.redis);
+    plane_ = std::move(control.plane);
+    return Status::ok();
+}
+
+Status FleetService::load_socket_security()
+{
+    EX2D_ASSIGN_OR_RETURN(security_,
+                          SocketSecurity::from_settings(ctx_.settings().zmq, &ctx_.metrics()));
+    return Status::ok();
+}
+
+Result<std::string> FleetService::serve(zmq::socket_t& router)
+{
+    const std::string& address = ctx_.settings().zmq.bind;
+    configure_socket(router, ctx_.settings().zmq, false);
+    router.set(zmq::sockopt::router_mandatory, 1);
+    EX2D_RETURN_NOT_OK(load_socket_security());
+    EX2D_ASSIGN_OR_RETURN(const bool curve, security_->prepare_bind(zmq_context_, router, address));
+    std::map<std::string, std::string> fields;
+    try {
+        fields["endpoint"] = bind_socket(router, address, ctx_.name());
+    } catch (const zmq::error_t& e) {
+        return Status::invalid("zmq.bind " + address + ": " + e.what());
+    }
+    if (curve) fields["curve_key"] = security_->public_key();
+    EX2D_RETURN_NOT_OK(register_process(fields));
+    return fields["endpoint"];
+}
+
+Status FleetService::register_process(const std::map<std::string, std::string>& fields)
+{
+    keeper_ = std::make_unique<Keeper>(ctx_);
+    for (const auto& [field, value] : fields) keeper_->set_field(field, value);
+    return keeper_->start();
+}
+
+void FleetService::hand_back(const Job& job)
+{
+    service::hand_back(*plane_, *keeper_, job, ctx_.settings().queue.lease_ms());
+}
+
+void FleetService::drop_malformed(const Status& why)
+{
+    drop_message(ctx_, "malformed", why.message());
 }
 
 }  // namespace ex2d::service

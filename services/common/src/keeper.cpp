@@ -38,10 +38,10 @@ void Keeper::set_field(const std::string& field, const std::string& value)
 
 Status Keeper::start()
 {
-    EX2D_ASSIGN_OR_RETURN(RedisOptions options, redis_options_from_config(ctx_.config()));
+    EX2D_ASSIGN_OR_RETURN(RedisOptions options, redis_options(ctx_.settings().redis));
     // Unlike the main loop, the keeper never gives up on Redis while the process runs.
     redis_ = std::make_unique<RedisClient>(options, [this] { return !stop_.load(); });
-    plane_ = std::make_unique<ControlPlane>(*redis_, ctx_.config().get_string("redis.namespace"));
+    plane_ = std::make_unique<ControlPlane>(*redis_, ctx_.settings().redis.key_namespace);
     heartbeat(*plane_, *redis_);
     thread_ = std::thread([this] { run(); });
     return Status::ok();
@@ -92,7 +92,7 @@ void Keeper::heartbeat(ControlPlane& plane, RedisClient& redis)
                                              "http",         ctx_.http_address(),
                                              "state",        published_state_};
     cmd.insert(cmd.end(), common.begin(), common.end());
-    const double ttl = ctx_.config().get_double("service.heartbeat_ttl_s");
+    const double ttl = ctx_.settings().service.heartbeat_ttl_s;
     // Failures are left to the next heartbeat: Redis being away is logged by the client.
     (void)redis.command(cmd);
     (void)redis.command({"HSETNX", key, "started_at", std::to_string(now)});
@@ -128,9 +128,8 @@ void Keeper::run()
 {
     using Clock = std::chrono::steady_clock;
     const auto heartbeat_every =
-        std::chrono::duration<double>(ctx_.config().get_double("service.heartbeat_interval_s"));
-    const auto renew_every =
-        std::chrono::duration<double>(ctx_.config().get_double("queue.lease_s") / 3.0);
+        std::chrono::duration<double>(ctx_.settings().service.heartbeat_interval_s);
+    const auto renew_every = std::chrono::duration<double>(ctx_.settings().queue.lease_s / 3.0);
     auto next_heartbeat =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(heartbeat_every);
     auto next_renew = Clock::now() + std::chrono::duration_cast<Clock::duration>(renew_every);

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "ex2d/logging.hpp"
-#include "ex2d/service/config.hpp"
+#include "ex2d/service/settings.hpp"
 
 namespace ex2d::service {
 
@@ -249,15 +249,11 @@ Result<RedisValue> RedisClient::eval(const std::string& script,
     return Status::io("redis: script could not be loaded");
 }
 
-Result<RedisOptions> redis_options_from_config(const Config& config)
+Result<RedisOptions> redis_options(const RedisSettings& settings)
 {
-    RedisOptions o;
-    o.host = config.get_string("redis.host");
-    o.port = int(config.get_int("redis.port"));
-    o.user = config.get_string("redis.user");
-    o.timeout_ms = int(config.get_int("redis.timeout_ms"));
-    o.password = config.get_string("redis.password");
-    const std::string file = config.get_string("redis.password_file");
+    RedisOptions o{settings.host, settings.port, settings.user, settings.password,
+                   settings.timeout_ms};
+    const std::string& file = settings.password_file;
     if (!file.empty()) {
         std::ifstream in(file);
         if (!in)

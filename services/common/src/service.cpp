@@ -70,7 +70,7 @@ HttpResponse plain(bool ok, const char* good, const char* bad)
 /// The lifecycle after the configuration is loaded and logging is set up.
 int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
 {
-    const Config& config = ctx.config();
+    const FleetSettings& settings = ctx.settings();
     auto log = ex2d::logger();
 
     HttpServer http;
@@ -84,8 +84,8 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
         response.body = ctx.metrics().serialize();
         return response;
     });
-    const std::string http_host = config.get_string("service.http_host");
-    const Status bound = http.start(http_host, int(config.get_int("service.http_port")));
+    const std::string& http_host = settings.http.host;
+    const Status bound = http.start(http_host, settings.http.port);
     if (!bound.is_ok()) {
         log->error("cannot start the HTTP endpoint: {}", bound.message());
         return exit_config;
@@ -110,7 +110,7 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
     while (!ctx.stop_requested() && service->step()) ctx.tick();
 
     ctx.set_ready(false);
-    const double drain_s = config.get_double("service.drain_timeout_s");
+    const double drain_s = settings.service.drain_timeout_s;
     log->info("draining timeout_s={}", drain_s);
     service->drain(std::chrono::steady_clock::now() +
                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -126,10 +126,11 @@ ServiceContext::ServiceContext(std::string role, Config config)
       host_(host_name()),
       pid_(int(::getpid())),
       config_(std::move(config)),
+      settings_(FleetSettings::from(config_)),
       metrics_(role_),
       started_ms_(steady_ms())
 {
-    name_ = config_.get_string("service.name");
+    name_ = settings_.service.name;
     if (name_.empty()) name_ = role_ + "-" + host_ + "-" + std::to_string(pid_);
     metrics_.ready().Set(0);
 }
@@ -189,7 +190,7 @@ int run_service(int argc, char** argv, const std::string& role, const ServiceFac
             return exit_ok;
         }
         ServiceContext ctx(role, std::move(config));
-        init_json_logging(role, ctx.name(), ctx.config().get_string("service.log_level"));
+        init_json_logging(role, ctx.name(), ctx.settings().service.log_level);
         logging = true;
         return run_loaded(ctx, factory);
     } catch (const std::exception& e) {

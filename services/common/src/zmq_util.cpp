@@ -7,16 +7,15 @@
 
 namespace ex2d::service {
 
-void configure_socket(zmq::socket_t& socket, const Config& config, bool connecting)
+void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool connecting)
 {
-    const int hwm = int(config.get_int("zmq.hwm"));
-    socket.set(zmq::sockopt::sndhwm, hwm);
-    socket.set(zmq::sockopt::rcvhwm, hwm);
-    socket.set(zmq::sockopt::linger, int(config.get_int("zmq.linger_ms")));
-    socket.set(zmq::sockopt::maxmsgsize, int64_t(config.get_int("zmq.max_message_bytes")));
-    socket.set(zmq::sockopt::heartbeat_ivl, int(config.get_int("zmq.heartbeat_ivl_ms")));
-    socket.set(zmq::sockopt::heartbeat_timeout, int(config.get_int("zmq.heartbeat_timeout_ms")));
-    socket.set(zmq::sockopt::heartbeat_ttl, int(config.get_int("zmq.heartbeat_timeout_ms")));
+    socket.set(zmq::sockopt::sndhwm, settings.hwm);
+    socket.set(zmq::sockopt::rcvhwm, settings.hwm);
+    socket.set(zmq::sockopt::linger, settings.linger_ms);
+    socket.set(zmq::sockopt::maxmsgsize, int64_t(settings.max_message_bytes));
+    socket.set(zmq::sockopt::heartbeat_ivl, settings.heartbeat_ivl_ms);
+    socket.set(zmq::sockopt::heartbeat_timeout, settings.heartbeat_timeout_ms);
+    socket.set(zmq::sockopt::heartbeat_ttl, settings.heartbeat_timeout_ms);
     socket.set(zmq::sockopt::reconnect_ivl, 100);
     socket.set(zmq::sockopt::reconnect_ivl_max, 5000);
     // Queue nothing towards a peer that is not connected: a frame waits with its owner (and

@@ -10,6 +10,7 @@
 /// error that names the key and where it came from.
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ public:
     long long get_int(const std::string& key) const;
     double get_double(const std::string& key) const;
     bool get_bool(const std::string& key) const;
+    /// From now on, adds the name of every key a get_* reads to `log` (null: stops), so that
+    /// a test can check that the settings structs (settings.hpp) read every declared key.
+    void record_reads(std::set<std::string>* log) { read_log_ = log; }
 
     bool print_config_requested() const { return print_config_; }
     bool help_requested() const { return help_; }
@@ -65,6 +69,7 @@ private:
     std::map<std::string, std::string> values_;
     bool print_config_ = false;
     bool help_ = false;
+    std::set<std::string>* read_log_ = nullptr;
 };
 
 }  // namespace ex2d::service

@@ -19,7 +19,7 @@
 
 #include <zmq.hpp>
 
-#include "ex2d/service/config.hpp"
+#include "ex2d/service/settings.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d::service {
@@ -126,8 +126,8 @@ class SocketSecurity {
 public:
     /// Reads the key files; a missing or malformed file is an invalid_argument naming the
     /// key and the file. `metrics` may be null (tests).
-    static Result<std::unique_ptr<SocketSecurity>> from_config(const Config& config,
-                                                               Metrics* metrics);
+    static Result<std::unique_ptr<SocketSecurity>> from_settings(const ZmqSettings& settings,
+                                                                 Metrics* metrics);
     /// Keys given directly (tests); an empty secret key = CURVE off.
     SocketSecurity(CurveKeyPair keys, CurveAllowList allowed, bool allow_plaintext,
                    Metrics* metrics);

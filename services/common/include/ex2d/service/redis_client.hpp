@@ -81,7 +81,7 @@ private:
 };
 
 /// RedisOptions from the configuration (redis.*), reading the password file.
-Result<RedisOptions> redis_options_from_config(const class Config& config);
+Result<RedisOptions> redis_options(const struct RedisSettings& settings);
 
 /// Checks that Redis cannot lose acknowledged work: version >= 7.0, appendonly yes,
 /// maxmemory-policy noeviction. The error names the setting.

@@ -24,6 +24,7 @@
 
 #include "ex2d/service/config.hpp"
 #include "ex2d/service/metrics.hpp"
+#include "ex2d/service/settings.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d::service {
@@ -45,6 +46,9 @@ public:
     const std::string& host() const { return host_; }
     int pid() const { return pid_; }
     const Config& config() const { return config_; }
+    /// The configuration every fleet process reads, typed (settings.hpp); a role's own
+    /// section is read by the role, e.g. ReaderSettings::from(config()).
+    const FleetSettings& settings() const { return settings_; }
     Metrics& metrics() { return metrics_; }
 
     /// True once SIGTERM/SIGINT arrived or request_stop() was called.
@@ -64,6 +68,7 @@ private:
     std::string role_, name_, host_;
     int pid_ = 0;
     Config config_;
+    FleetSettings settings_;
     Metrics metrics_;
     std::atomic<bool> ready_{false};
     std::atomic<bool> stop_{false};  ///< request_stop(), per context

@@ -11,13 +11,13 @@
 
 #include <zmq.hpp>
 
-#include "ex2d/service/config.hpp"
+#include "ex2d/service/settings.hpp"
 
 namespace ex2d::service {
 
 /// Bounded high-water marks, linger, maximum message size; IMMEDIATE on connecting sockets;
 /// ZMTP heartbeats (which matter on tcp://).
-void configure_socket(zmq::socket_t& socket, const Config& config, bool connecting);
+void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool connecting);
 
 /// Binds to `address` ({name} is replaced by the process name) and returns the endpoint
 /// actually bound (with the port the kernel chose for "*").
