@@ -133,11 +133,10 @@ def summary_row(label, row, href=None):
 
 def thresholds_html():
     rows = "".join("<tr><td class=l>%s</td><td>%s</td><td>%s</td></tr>" % (
-        esc(what), "any" if warn is None and fail == 0 else ("&gt; %s" % checks.fmt(warn)
-                                                              if warn is not None else "-"),
-        "&gt; 0 (any)" if fail == 0 else "&gt; %s" % checks.fmt(fail))
+        esc(what), "&gt; %s" % checks.fmt(warn) if warn is not None else "-",
+        "any" if fail == 0 else "&gt; %s" % checks.fmt(fail))
         for key, what, warn, fail in checks.THRESHOLDS)
-    return ("<h2 id=thresholds>Flags and thresholds</h2><p>A frame is <b class=FAIL>FAIL</b> "
+    return ('<h2 id="thresholds">Flags and thresholds</h2><p>A frame is <b class=FAIL>FAIL</b> '
             "when its file is missing or unreadable, when the fleet failed or dead-lettered "
             "it, or when a number below passes its FAIL threshold; <b class=WARN>WARN</b> when "
             "a number passes its WARN threshold or the fleet has not finished it; "
@@ -337,7 +336,7 @@ def render_page(report, title=None):
             '<a href="#exp-%s-%s">%s</a>' % (esc(n), esc(e), esc(e)) for e in sorted(nights[n])))
         for n in sorted(nights)) + ' &middot; <a href="#thresholds">thresholds</a></p>')
     if len(nights) > 1:
-        body.append("<h2 id=campaign>Nights</h2><table><tr><th class=l>night</th>"
+        body.append('<h2 id="campaign">Nights</h2><table><tr><th class=l>night</th>'
                     "<th>exposures</th><th>frames</th><th>PASS</th><th>WARN</th><th>FAIL</th>"
                     "<th>flag</th></tr>")
         for n in sorted(nights):

@@ -113,7 +113,7 @@ def timeline_figure(rows, title):
     if not rows:
         return None
     t0 = min(r[1]["start"] - (r[1]["queue_wait"] or 0) for r in rows)
-    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.16 * len(rows)))
+    fig, ax = plt.subplots(figsize=(10, 1.4 + 0.16 * len(rows)))
     colours = {"queue_wait": "#c7c7c7", "read": "#2ca02c", "extract": "#1f77b4",
                "write": "#d62728"}
     for y, (label, t, worker) in enumerate(rows):
@@ -127,8 +127,8 @@ def timeline_figure(rows, title):
     ax.set_yticklabels([r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first frame was queued")
-    ax.set_title(title)
+    ax.set_title(title, loc="left")
     ax.legend(handles=[Patch(color=c, label=k.replace("_", " ")) for k, c in colours.items()],
-              loc="lower right", ncol=4)
+              loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=4, frameon=False)
     fig.tight_layout()
     return png(fig)

@@ -2,20 +2,14 @@
 """The QA report: frames found under the inputs, read in parallel, judged, and written as one
 self-contained HTML file (figures embedded as base64 PNG; no script, no network)."""
 
-import datetime
-import html
-import json
 import multiprocessing
 import os
 import re
-import socket
 import time
-
-import numpy as np
 
 from . import checks
 from .fleet import Fleet, frame_timing
-from .stats import MASKBITS, SUMMARY_BITS, frame_stats
+from .stats import frame_stats
 
 FRAME_RE = re.compile(r"^frame-([brz]\d)-(\d{8})\.fits(\.gz)?$")
 EIGHT = re.compile(r"^\d{8}$")
