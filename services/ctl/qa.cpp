@@ -58,9 +58,8 @@ int run_qa(const std::vector<std::string>& args, const std::vector<std::string>&
     const std::string old_path = env_or("PYTHONPATH", "");
     const std::string path = old_path.empty() ? dir : dir + ":" + old_path;
     ::setenv("PYTHONPATH", path.c_str(), 1);
-    const std::string python =
-        env_or("EX2D_QA_PYTHON", ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
-                                                                        : "python3");
+    const std::string python = env_or(
+        "EX2D_QA_PYTHON", ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3");
     std::vector<std::string> command = {python, "-m", "ex2d_qa", "--ex2dctl", self.string()};
     command.insert(command.end(), fleet_args.begin(), fleet_args.end());
     command.insert(command.end(), args.begin(), args.end());
