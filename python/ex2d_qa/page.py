@@ -226,6 +226,10 @@ def exposure_section(report, night, expid, cams):
                     "<li>%s</li>" % esc(r) for r in f.reasons))
             out.append('<img alt="frame %s %s" src="data:image/png;base64,%s">' % (
                 esc(f.camera), esc(expid), f.figure))
+    for f in frames:
+        if f.readable and not f.figure and f.figure_error:
+            out.append('<p class=WARN>The figure of %s was not drawn: %s</p>' % (
+                esc(f.camera), esc(f.figure_error)))
     undetailed = [f.camera for f in frames if f.readable and not f.figure]
     if undetailed:
         out.append('<p class=small>Not shown in detail (the report shows at most --detail '

@@ -54,6 +54,7 @@ class Frame:
         self.fleet = None        # the frame's hash in Redis, where the fleet knows it
         self.flag, self.reasons = "FAIL", []
         self.figure = None
+        self.figure_error = None
 
     @property
     def anchor(self):
@@ -115,8 +116,13 @@ class Report:
             m = FRAME_RE.match(os.path.basename(path))
             camera, expid = (m.group(1), m.group(2)) if m else ("?", "?")
             frames.append(Frame(path, camera, expid, night))
-        recs = _pool_map([(f.path, False) for f in frames], self.processes)
+        # Where every frame is drawn anyway (an exposure), the figures come with the first
+        # read; otherwise the chosen frames are read again once the flags are known.
+        direct = self.detail is None or len(frames) <= self.detail
+        recs = _pool_map([(f.path, direct) for f in frames], self.processes)
         for f, rec in zip(frames, recs):
+            f.figure = rec.pop("figure", None)
+            f.figure_error = rec.pop("figure_error", None)
             f.rec = rec
             if rec.get("night") and not f.night:
                 f.night = rec["night"]
@@ -133,7 +139,7 @@ class Report:
         for f in self.all_frames():
             f.flag, f.reasons = self._judge(f)
         t2 = time.time()
-        chosen = self._choose_details()
+        chosen = [f for f in self._choose_details() if f.figure is None]
         recs = _pool_map([(f.path, True) for f in chosen], self.processes)
         for f, rec in zip(chosen, recs):
             f.figure = rec.get("figure")
