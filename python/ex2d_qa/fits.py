@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Just enough FITS to read frame files quickly: headers, images and binary tables as numpy
 views on the file's bytes, without astropy. A ``.fits.gz`` is inflated whole (gzip cannot seek)
-by ISA-L's ``igzip`` where it is installed (twice zlib's speed), else by zlib, into a buffer
-reused from frame to frame; a plain ``.fits`` is memory-mapped, so only the HDUs used are read."""
+by libdeflate or ISA-L's ``igzip`` where installed (each twice zlib's speed), else by zlib,
+into a buffer reused from frame to frame; a plain ``.fits`` is memory-mapped, so only the HDUs used are read."""
 
+import ctypes
 import mmap
 import os
 import shutil
@@ -156,6 +157,7 @@ def _parse(buf, path):
 
 
 _scratch = bytearray()
+_compressed = bytearray()
 
 
 def _gunzip_size(path):
@@ -174,13 +176,53 @@ def _gunzip_size(path):
     return size
 
 
+_libdeflate = None
+
+
+def _load_libdeflate():
+    """libdeflate (Debian libdeflate0) through ctypes, or False where it is not installed."""
+    global _libdeflate
+    if _libdeflate is None:
+        try:
+            lib = ctypes.CDLL("libdeflate.so.0")
+            lib.libdeflate_alloc_decompressor.restype = ctypes.c_void_p
+            lib.libdeflate_gzip_decompress.argtypes = [
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+            lib.libdeflate_gzip_decompress.restype = ctypes.c_int
+            _libdeflate = (lib, lib.libdeflate_alloc_decompressor())
+        except (OSError, AttributeError):
+            _libdeflate = False
+    return _libdeflate
+
+
 def _inflate(path):
-    """The content of a gzip file, in a buffer reused by the next call (a memoryview)."""
+    """The content of a gzip file, in a buffer reused by the next call (a memoryview):
+    libdeflate in this process where installed, else ISA-L's igzip, else zlib."""
     global _scratch
     size = _gunzip_size(path)
     if len(_scratch) < size:
         _scratch = bytearray(size + (1 << 20))
     view = memoryview(_scratch)
+    deflate = _load_libdeflate()
+    if deflate:
+        lib, decompressor = deflate
+        global _compressed
+        with open(path, "rb") as f:
+            csize = os.fstat(f.fileno()).st_size
+            if len(_compressed) < csize:
+                _compressed = bytearray(csize + (1 << 20))
+            got = f.readinto(memoryview(_compressed)[:csize])
+        src = (ctypes.c_char * len(_compressed)).from_buffer(_compressed)
+        out = (ctypes.c_char * len(_scratch)).from_buffer(_scratch)
+        n = ctypes.c_size_t()
+        code = lib.libdeflate_gzip_decompress(decompressor, src, got, out, size,
+                                              ctypes.byref(n))
+        del src, out
+        if code != 0 or n.value != size:
+            raise FitsError("%s: truncated or corrupt gzip file (libdeflate error %d)" % (
+                path, code))
+        return view[:size]
     igzip = shutil.which("igzip")
     if igzip:
         proc = subprocess.Popen([igzip, "-dc", path], stdout=subprocess.PIPE,
