@@ -171,8 +171,8 @@ def _gunzip_size(path):
     # Deflate cannot shrink data more than 1032 times: a larger claim is not a trailer (the
     # file was cut) and must not size the buffer.
     if size > 1032 * compressed or size < BLOCK:
-        raise FitsError("%s: truncated or corrupt gzip file (trailer gives %d bytes for %d)" % (
-            path, size, compressed))
+        raise FitsError("%s: truncated or corrupt gzip file (no valid gzip trailer: it claims "
+                        "%d bytes inflated from %d)" % (path, size, compressed))
     return size
 
 

@@ -29,7 +29,7 @@ def find_frames(inputs):
     """[(path, night hint)] of the frame files named or found under the inputs: a frame file,
     an exposure folder, a night folder (EXPID sub-folders), or any folder above them."""
     out = []
-    for item in inputs:
+    for item in map(os.path.abspath, inputs):
         if not os.path.isdir(item):
             out.append((item, _night_of(item)))
             continue
