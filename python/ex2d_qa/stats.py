@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from .fits import FitsError, by_name, open_fits
+from .fits import FitsError, read_hdus
 
 # specmask bits (desispec maskbits.py; docs: datamodel 3.5).
 MASKBITS = {"SOMEBADPIX": 1, "ALLBADPIX": 2, "COSMIC": 4, "LOWFLAT": 8, "BADFIBERFLAT": 16,
@@ -57,10 +57,8 @@ def frame_stats(path, detail=False):
     try:
         if not os.path.exists(path):
             raise FitsError("%s: no such file" % path)
-        hdus = by_name(open_fits(path))
-        missing = [n for n in ("FLUX", "IVAR", "MASK", "WAVELENGTH", "CHI2PIX") if n not in hdus]
-        if missing:
-            raise FitsError("%s: HDU %s missing" % (path, ", ".join(missing)))
+        hdus = read_hdus(path, ("FLUX", "IVAR", "MASK", "WAVELENGTH", "CHI2PIX"),
+                         optional=("FIBERMAP", "SCORES"))
         _summarise(hdus, rec, detail)
     except (FitsError, OSError, KeyError, ValueError, TypeError) as e:
         rec["error"] = str(e) if path in str(e) else "%s: %s" % (path, e)
@@ -75,11 +73,11 @@ def _summarise(hdus, rec, detail):
     rec["night"] = str(head.get("NIGHT", "")) or None
     rec["flavor"] = str(head.get("FLAVOR", ""))
     rec["exptime"] = head.get("EXPTIME")
-    flux = _native(hdus["FLUX"].image())
-    ivar = _native(hdus["IVAR"].image())
-    mask = hdus["MASK"].image()
-    chi2 = _native(hdus["CHI2PIX"].image())
-    wave = _native(hdus["WAVELENGTH"].image(), np.float64)
+    flux = _native(hdus["FLUX"].data)
+    ivar = _native(hdus["IVAR"].data)
+    mask = np.asarray(hdus["MASK"].data).astype(np.uint32, copy=False)
+    chi2 = _native(hdus["CHI2PIX"].data)
+    wave = _native(hdus["WAVELENGTH"].data, np.float64)
     if not (flux.shape == ivar.shape == mask.shape == chi2.shape) or wave.shape[0] != flux.shape[1]:
         raise FitsError("shapes differ: FLUX %s IVAR %s MASK %s CHI2PIX %s WAVELENGTH %s" % (
             flux.shape, ivar.shape, mask.shape, chi2.shape, wave.shape))
@@ -103,7 +101,7 @@ def _summarise(hdus, rec, detail):
     rec["chi2_above5"] = int(np.count_nonzero(good > 5 * median)) if good.size else 0
     rec["scores"] = {}
     if "SCORES" in hdus:
-        table = hdus["SCORES"].table()
+        table = hdus["SCORES"].data
         for name in table.dtype.names:
             if name.startswith(("MEDIAN_RAW_SNR", "MEDIAN_RAW_COUNT", "SUM_RAW_COUNT")):
                 col = np.asarray(table[name], dtype=np.float64)
@@ -111,11 +109,11 @@ def _summarise(hdus, rec, detail):
                 rec["scores"][name] = float(np.median(col)) if col.size else float("nan")
     fibers, objtype = None, None
     if "FIBERMAP" in hdus:
-        fm = hdus["FIBERMAP"].table()
+        fm = hdus["FIBERMAP"].data
         if "FIBER" in fm.dtype.names:
             fibers = np.asarray(fm["FIBER"], dtype=np.int64)
         if "OBJTYPE" in fm.dtype.names:
-            objtype = np.char.strip(np.char.decode(fm["OBJTYPE"], "ascii", "replace"))
+            objtype = np.char.strip(np.asarray(fm["OBJTYPE"], dtype=str))
     if fibers is None or fibers.shape[0] != nspec:
         fibers = np.arange(nspec) + int(head.get("FIBERMIN", 0) or 0)
     rec["nsky"] = int(np.count_nonzero(objtype == "SKY")) if objtype is not None else None

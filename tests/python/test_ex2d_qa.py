@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -185,6 +186,36 @@ class Summary(Base):
             visible = self.text.split('id="qa-data"')[0]
             self.assertPageMatches(r"FAIL</span> %s \(<code>%s</code>\): [^<]*%s" % (
                 camera, re.escape(path), re.escape(why)), visible)
+
+    def test_a_cut_anywhere_is_named(self):
+        # Read through the package itself (astropy underneath): a frame cut inside a header,
+        # inside the data of the last HDU, or inflating to such a file, is an error that says
+        # "truncated"; the file's full content reads.
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "python"))
+        from ex2d_qa.stats import frame_stats
+        with open(self.good, "rb") as f:
+            data = f.read()
+        with fits.open(self.good) as h:
+            last = h.fileinfo(len(h) - 1)
+        folder = os.path.join(self.tmp.name, "cuts")
+        os.makedirs(folder, exist_ok=True)
+        cases = {"in-header.fits": data[:last["hdrLoc"] + 100],
+                 "in-last-data.fits": data[:last["datLoc"] + 8],
+                 "in-last-data.fits.gz": gzip.compress(data[:last["datLoc"] + 8]),
+                 "in-header.fits.gz": gzip.compress(data[:last["hdrLoc"] + 100]),
+                 "whole.fits.gz": gzip.compress(data)}
+        for name, content in cases.items():
+            path = os.path.join(folder, name)
+            with open(path, "wb") as f:
+                f.write(content)
+            rec = frame_stats(path)
+            if name.startswith("whole"):
+                self.assertIsNone(rec["error"])
+                self.assertEqual(rec["nspec"], 25)
+            else:
+                self.assertIn(path, rec["error"] or "", name)
+                self.assertIn("truncated", rec["error"], name)
 
     def test_camera_rows(self):
         rows = self.data["cameras"][NIGHT]
