@@ -29,6 +29,11 @@ enum ExitCode : int {
     kExitTimeout = 5,     ///< wait: --timeout passed
 };
 
+/// ex2dctl qa: replaces this process by `python3 -m ex2d_qa` (python/ex2d_qa) with `args`,
+/// after `--ex2dctl SELF` and `fleet_args` (the global Redis options, passed on to the
+/// `ex2dctl status` calls the report makes). Returns only when it cannot be started.
+int run_qa(const std::vector<std::string>& args, const std::vector<std::string>& fleet_args);
+
 /// Thrown to end the program with a message and an exit code.
 struct CtlExit {
     int code;

@@ -37,6 +37,7 @@ struct CommandArgs {
     CLI::App* keygen = nullptr;
     CLI::App* wait = nullptr;
     CLI::App* timing = nullptr;
+    CLI::App* qa = nullptr;
 };
 
 void add_global_options(CLI::App& app, GlobalArgs& g)
@@ -130,6 +131,22 @@ void add_fleet_commands(CLI::App& app, CommandArgs& a)
     a.timing->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
     a.timing->add_option("--campaign", a.campaign, "Campaign (default nightly)");
     a.timing->add_option("--timingfile", a.timingfile, "JSON file to add them to")->required();
+    a.qa = app.add_subcommand("qa",
+                              "Write an HTML QA report of frames: an exposure, a night or a "
+                              "campaign, with the fleet's state where Redis answers (qa --help)");
+    a.qa->prefix_command();
+    a.qa->set_help_flag();
+}
+
+/// The global options given, as ex2dctl's own arguments for the report's `status` calls.
+std::vector<std::string> fleet_arguments(const GlobalArgs& g)
+{
+    std::vector<std::string> out;
+    if (!g.config_file.empty()) out.insert(out.end(), {"--config", g.config_file});
+    if (!g.redis_host.empty()) out.insert(out.end(), {"--redis-host", g.redis_host});
+    if (g.redis_port > 0) out.insert(out.end(), {"--redis-port", std::to_string(g.redis_port)});
+    if (!g.ns.empty()) out.insert(out.end(), {"--namespace", g.ns});
+    return out;
 }
 
 /// keygen: the secret key goes to its file only, never to the terminal or a log.
@@ -237,6 +254,7 @@ int main(int argc, char** argv)
     }
     sub.psferr_given = commands.psferr->count() > 0;
     if (*commands.keygen) return run_keygen(commands);
+    if (*commands.qa) return ctl::run_qa(commands.qa->remaining(), fleet_arguments(global));
     try {
         return run_fleet_command(global, sub, commands);
     } catch (const ctl::CtlExit& e) {

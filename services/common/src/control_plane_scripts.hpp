@@ -81,12 +81,16 @@ redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'JUSTID')
 return 1
 )LUA";
 
-// advance: ARGV[8..11] = state, host, pid, process.
+// advance: ARGV[8..11] = state, host, pid, process. The worker that starts an extraction is
+// kept in `worker` and `worker_host` (`process` becomes the writer's name afterwards).
 inline constexpr const char* kAdvance = R"LUA(
 redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'JUSTID')
 set_state(fkey, ekey, ARGV[8], ts)
 redis.call('HSET', fkey, 'host', ARGV[9], 'pid', ARGV[10], 'process', ARGV[11], 'attempt', epoch)
-if ARGV[8] == 'extracting' then redis.call('HINCRBY', fkey, 'tries', 1) end
+if ARGV[8] == 'extracting' then
+  redis.call('HINCRBY', fkey, 'tries', 1)
+  redis.call('HSET', fkey, 'worker', ARGV[11], 'worker_host', ARGV[9])
+end
 return 1
 )LUA";
 
