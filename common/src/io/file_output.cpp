@@ -95,17 +95,18 @@ constexpr std::size_t kBounceBytes = std::size_t(8) << 20;
 // Smaller files (timing JSON, CSV tables) gain nothing from bypassing the page cache.
 constexpr std::size_t kDirectFrom = std::size_t(1) << 20;
 
-/// Writes all of `data`; an empty string or errno's text.
-std::string write_all(int fd, const std::uint8_t* data, std::size_t size)
+/// Writes all of `data`; 0, or the errno of the failure (EIO for a write that made no
+/// progress).
+int write_all(int fd, const std::uint8_t* data, std::size_t size)
 {
     while (size > 0) {
         const ssize_t n = ::write(fd, data, size);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n < 0 ? std::strerror(errno) : "no progress";
+        if (n <= 0) return n < 0 ? errno : EIO;
         data += n;
         size -= std::size_t(n);
     }
-    return {};
+    return 0;
 }
 
 /// A page-aligned buffer each thread keeps for the parts of a file that are not aligned.
@@ -122,26 +123,36 @@ std::uint8_t* bounce_buffer()
 /// through the bounce buffer with its last block zero-padded, then the file is cut back to
 /// `size`. Bypassing the page cache saves the writer the kernel's copy into newly allocated
 /// cache pages, which cost 0.13-0.17 CPU-s per 70 MB frame once the cache keeps growing
-/// (docs/benchmarks.md, "Writer: O_DIRECT").
-std::string write_direct(int fd, const std::uint8_t* data, std::size_t size)
+/// (docs/benchmarks.md, "Writer: O_DIRECT"). Returns 0 or an errno.
+int write_direct(int fd, const std::uint8_t* data, std::size_t size)
 {
     std::size_t done = 0;
     if (reinterpret_cast<std::uintptr_t>(data) % kDirectAlign == 0) {
         done = size / kDirectAlign * kDirectAlign;
-        if (std::string error = write_all(fd, data, done); !error.empty()) return error;
+        if (const int error = write_all(fd, data, done)) return error;
     }
-    std::uint8_t* bounce = bounce_buffer();
-    if (bounce == nullptr) return "no memory for the write buffer";
     while (done < size) {
+        std::uint8_t* bounce = bounce_buffer();
+        if (bounce == nullptr) return ENOMEM;
         const std::size_t n = std::min(kBounceBytes, size - done);
         const std::size_t padded = (n + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
         std::memcpy(bounce, data + done, n);
         std::memset(bounce + n, 0, padded - n);
-        if (std::string error = write_all(fd, bounce, padded); !error.empty()) return error;
+        if (const int error = write_all(fd, bounce, padded)) return error;
         done += n;
     }
-    if (::ftruncate(fd, off_t(size)) != 0) return std::strerror(errno);
-    return {};
+    return ::ftruncate(fd, off_t(size)) == 0 ? 0 : errno;
+}
+
+/// Drops O_DIRECT from `fd` and empties the file, for a write through the cache; 0 or errno.
+int restart_buffered(int fd)
+{
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0 || ::ftruncate(fd, 0) != 0 ||
+        ::lseek(fd, 0, SEEK_SET) != 0) {
+        return errno;
+    }
+    return 0;
 }
 
 }  // namespace
@@ -150,26 +161,21 @@ Status write_new_file(const std::string& path, const std::string& tmp, const std
                       std::size_t size)
 {
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-    const bool large = size >= kDirectFrom;
-    int fd = large ? ::open(tmp.c_str(), flags | O_DIRECT, 0666) : -1;
-    bool direct = fd >= 0;
+    int fd = size >= kDirectFrom ? ::open(tmp.c_str(), flags | O_DIRECT, 0666) : -1;
+    const bool direct = fd >= 0;
     // Filesystems without direct I/O (tmpfs, some FUSE mounts) refuse the flag at open.
     if (fd < 0) fd = ::open(tmp.c_str(), flags, 0666);
     if (fd < 0) return Status::io(path + ": cannot create the file: " + std::strerror(errno));
-    std::string error = direct ? write_direct(fd, data, size) : write_all(fd, data, size);
-    if (direct && error == std::strerror(EINVAL)) {
+    int error = direct ? write_direct(fd, data, size) : write_all(fd, data, size);
+    if (direct && error == EINVAL) {
         // Accepted at open but not for these transfers: write it again through the cache.
-        direct = false;
-        const int plain = ::fcntl(fd, F_GETFL) & ~O_DIRECT;
-        error = ::fcntl(fd, F_SETFL, plain) == 0 && ::ftruncate(fd, 0) == 0 &&
-                        ::lseek(fd, 0, SEEK_SET) == 0
-                    ? write_all(fd, data, size)
-                    : std::strerror(errno);
+        error = restart_buffered(fd);
+        if (error == 0) error = write_all(fd, data, size);
     }
-    if (::close(fd) != 0 && error.empty()) error = std::strerror(errno);
-    if (error.empty()) return Status::ok();
+    if (::close(fd) != 0 && error == 0) error = errno;
+    if (error == 0) return Status::ok();
     ::unlink(tmp.c_str());
-    return Status::io(path + ": cannot write the file: " + error);
+    return Status::io(path + ": cannot write the file: " + std::strerror(error));
 }
 
 }  // namespace ex2d::fits
