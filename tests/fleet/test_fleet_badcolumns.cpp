@@ -118,7 +118,10 @@ TEST(FleetBadColumns, FrameMatchesExtractWithTheSameTable)
         EXPECT_EQ(fibermap_column(output, "FIBERSTATUS").at(2) & badamp, badamp);
         EXPECT_EQ(fibermap_column(plain, "FIBERSTATUS").at(2) & badamp, 0);
     }
-    EXPECT_EQ(fleet.count_log_lines("badcolumn_mask=applied"), 2);
+    // The writer logs a frame after it is marked done in Redis: wait for the lines.
+    EXPECT_TRUE(eventually(10, [&] {
+        return fleet.count_log_lines("badcolumn_mask=applied") == 2;
+    })) << fleet.count_log_lines("badcolumn_mask=applied");
     expect_clean(fleet.check({71}, cams), "bad-column frames");
 }
 
@@ -133,7 +136,9 @@ TEST(FleetBadColumns, MissingTableIsAWarningAndAnUnmaskedFrame)
     ASSERT_TRUE(fleet.wait_exposure(72, 60));
     EXPECT_EQ(fleet.frame_field(72, "r2", "state"), "done");
     EXPECT_EQ(fleet.count_log_lines("badcolumns missing file=" + desispec_table(fleet, "r2")), 1);
-    EXPECT_EQ(fleet.count_log_lines("badcolumn_mask=missing"), 1);
+    EXPECT_TRUE(eventually(10, [&] {
+        return fleet.count_log_lines("badcolumn_mask=missing") == 1;
+    })) << fleet.count_log_lines("badcolumn_mask=missing");
     const std::string plain = fleet.dir() + "/plain-r2.fits";
     ASSERT_EQ(extract_reference(fleet, preprocs[0], "r2", plain, ""), 0);
     auto a = read_frame(fleet.output_path(72, "r2"));

@@ -232,7 +232,8 @@ TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
     ASSERT_TRUE(fleet.wait_exposure(35, 60));
     expect_clean(fleet.check({35}, cams), "worker added and drained");
     EXPECT_GE(fleet.count_log_lines("\"name\":\"worker-2\",\"host\""), 1);
-    EXPECT_GE(fleet.count_log_lines("worker=worker-2"), 2) << "the new worker took frames";
+    EXPECT_TRUE(eventually(10, [&] { return fleet.count_log_lines("worker=worker-2") >= 2; }))
+        << "the new worker took frames";
 }
 
 TEST(FleetFaults, SigtermMidFrameFinishesTheFrameAndExitsZero)
