@@ -154,10 +154,74 @@ bool read_header(const std::vector<zmq::message_t>& parts, MessageHeader& header
     if (header.type < 1 || header.type > kLastMessageType) {
         return reject(error, "bad_type", "message type " + std::to_string(header.type));
     }
-    if (header.nparts > kMaxParts || parts.size() != std::size_t(header.nparts) + 2) {
+    if ((header.shm_flags & ~kArraysInSlot) != 0) {
+        return reject(error, "malformed", "unknown shm_flags " + std::to_string(header.shm_flags));
+    }
+    // Arrays in a slot travel as [header][meta] only.
+    const std::size_t parts_in_message =
+        (header.shm_flags & kArraysInSlot) != 0 ? 0 : std::size_t(header.nparts);
+    if (header.nparts > kMaxParts || parts.size() != parts_in_message + 2) {
         return reject(
             error, "part_count",
             std::to_string(parts.size()) + " parts for nparts " + std::to_string(header.nparts));
+    }
+    return true;
+}
+
+/// Where each array of `header` starts in a slot, and the slot bytes they need; nullopt when
+/// a descriptor is invalid.
+std::optional<std::vector<std::size_t>> slot_offsets(const MessageHeader& header,
+                                                     std::size_t& total)
+{
+    std::vector<std::size_t> offsets;
+    total = 0;
+    for (std::size_t i = 0; i < header.nparts && i < kMaxParts; ++i) {
+        const auto bytes = descriptor_bytes(header.parts[i]);
+        if (!bytes) return std::nullopt;
+        total = (total + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+        offsets.push_back(total);
+        total += *bytes;
+    }
+    return offsets;
+}
+
+/// The header of a message this process encoded.
+MessageHeader header_of(const std::vector<zmq::message_t>& encoded)
+{
+    if (encoded.empty() || encoded[0].size() != kHeaderBytes) {
+        throw Error("wire: an encoded message starts with its 512-byte header");
+    }
+    MessageHeader header;
+    std::memcpy(&header, encoded[0].data(), kHeaderBytes);
+    return header;
+}
+
+/// For a message whose arrays lie in a slot: the slot it names, lent at the generation it
+/// names, whose bytes then become the message's array parts (views, not copies).
+bool attach_slot_parts(std::vector<zmq::message_t>& parts, const MessageHeader& header,
+                       const SlotResolver& slots, DecodeError& error)
+{
+    if ((header.shm_flags & kArraysInSlot) == 0) return true;
+    const std::string slot = hex64(header.shm_token);
+    std::optional<SlotView> view;
+    if (slots) view = slots(header.shm_token, header.shm_generation);
+    if (!view) {
+        return reject(error, "shm_slot",
+                      "arrays in slot " + slot + " generation " +
+                          std::to_string(header.shm_generation) +
+                          ", which this process did not lend");
+    }
+    std::size_t total = 0;
+    const auto offsets = slot_offsets(header, total);
+    if (!offsets || total > view->size) {
+        return reject(error, "part_size",
+                      "arrays need " + std::to_string(total) + " bytes of slot " + slot +
+                          ", which has " + std::to_string(view->size));
+    }
+    for (std::size_t i = 0; i < offsets->size(); ++i) {
+        auto* data = const_cast<std::byte*>(view->data + (*offsets)[i]);
+        // No free function: the slot's owner keeps the memory until the message is decoded.
+        parts.emplace_back(static_cast<void*>(data), *descriptor_bytes(header.parts[i]), nullptr);
     }
     return true;
 }
@@ -310,6 +374,8 @@ std::vector<zmq::message_t> encode(const OutgoingMessage& message)
     header.type = static_cast<std::uint16_t>(message.type);
     header.nparts = static_cast<std::uint32_t>(message.arrays.size());
     header.epoch = message.epoch;
+    header.shm_token = message.answers_slot;
+    header.shm_generation = message.answers_generation;
     copy_id(header.job_id, sizeof(header.job_id), message.job_id, "job_id");
     copy_id(header.stream_id, sizeof(header.stream_id), message.stream_id, "stream_id");
 
@@ -340,12 +406,63 @@ std::vector<zmq::message_t> encode(const OutgoingMessage& message)
     return parts;
 }
 
-std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error)
+std::size_t slot_bytes_needed(const MessageHeader& header)
+{
+    std::size_t total = 0;
+    if (!slot_offsets(header, total)) throw Error("wire: a message header has a bad descriptor");
+    return total;
+}
+
+std::size_t slot_bytes_needed(const std::vector<zmq::message_t>& encoded)
+{
+    return slot_bytes_needed(header_of(encoded));
+}
+
+void set_answered_slot(std::vector<zmq::message_t>& encoded, std::uint64_t token,
+                       std::uint32_t generation)
+{
+    MessageHeader header = header_of(encoded);
+    header.shm_token = token;
+    header.shm_generation = generation;
+    header.header_checksum = header_checksum_of(&header);
+    encoded[0] = zmq::message_t(&header, kHeaderBytes);
+}
+
+std::vector<zmq::message_t> move_arrays_to_slot(const std::vector<zmq::message_t>& encoded,
+                                                std::byte* slot, std::size_t slot_bytes,
+                                                std::uint64_t token, std::uint32_t generation)
+{
+    MessageHeader header = header_of(encoded);
+    const std::size_t needed = slot_bytes_needed(header);
+    if (needed > slot_bytes || encoded.size() != std::size_t(header.nparts) + 2 ||
+        header.shm_flags != 0) {
+        throw Error("wire: " + std::to_string(needed) + " bytes of arrays for a slot of " +
+                    std::to_string(slot_bytes) + ", or a message already in a slot");
+    }
+    std::size_t total = 0;
+    const auto offsets = slot_offsets(header, total);
+    for (std::size_t i = 0; i < offsets->size(); ++i) {
+        const zmq::message_t& part = encoded[i + 2];
+        if (part.size() != 0) std::memcpy(slot + (*offsets)[i], part.data(), part.size());
+    }
+    header.shm_token = token;
+    header.shm_generation = generation;
+    header.shm_flags = kArraysInSlot;
+    header.header_checksum = header_checksum_of(&header);
+    std::vector<zmq::message_t> out;
+    out.emplace_back(&header, kHeaderBytes);
+    out.emplace_back(encoded[1].data(), encoded[1].size());
+    return out;
+}
+
+std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error,
+                                      const SlotResolver& slots)
 {
     MessageHeader header;
     nlohmann::json meta;
-    if (!read_header(parts, header, error) || !check_part_sizes(parts, header, error) ||
-        !check_payload(parts, header, error) || !parse_meta(parts[1], header, meta, error)) {
+    if (!read_header(parts, header, error) || !attach_slot_parts(parts, header, slots, error) ||
+        !check_part_sizes(parts, header, error) || !check_payload(parts, header, error) ||
+        !parse_meta(parts[1], header, meta, error)) {
         return std::nullopt;
     }
     IncomingMessage message;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,8 +24,13 @@
 namespace ex2d::wire {
 
 // 2: results go to a writer only after its GRANT (OFFER, GRANT, DECLINE). 3: RESULT in the
-// file's precision. 4: FRAME carries the bad-column table (docs/protocol.md).
-constexpr std::uint16_t kProtocolVersion = 4;
+// file's precision. 4: FRAME carries the bad-column table. 5: arrays may lie in a shared-memory
+// slot the receiver lent (docs/protocol.md).
+constexpr std::uint16_t kProtocolVersion = 5;
+/// shm_flags: the arrays are in the slot named by shm_token, not in the message.
+constexpr std::uint32_t kArraysInSlot = 1;
+/// Each array starts at a multiple of this in a slot.
+constexpr std::size_t kSlotAlignment = 64;
 constexpr std::size_t kMaxParts = 16;
 
 enum class MessageType : std::uint16_t {
@@ -91,7 +97,10 @@ struct MessageHeader {
     char stream_id[32] = {};
     PartDescriptor parts[kMaxParts] = {};
     std::uint64_t payload_checksum = 0;
-    std::uint8_t reserved[112] = {};
+    std::uint64_t shm_token = 0;
+    std::uint32_t shm_generation = 0;
+    std::uint32_t shm_flags = 0;
+    std::uint8_t reserved[96] = {};
     std::uint64_t header_checksum = 0;
 };
 static_assert(std::is_trivially_copyable_v<MessageHeader>);
@@ -101,6 +110,7 @@ static_assert(offsetof(MessageHeader, job_id) == 40);
 static_assert(offsetof(MessageHeader, stream_id) == 96);
 static_assert(offsetof(MessageHeader, parts) == 128);
 static_assert(offsetof(MessageHeader, payload_checksum) == 384);
+static_assert(offsetof(MessageHeader, shm_token) == 392);
 static_assert(offsetof(MessageHeader, header_checksum) == 504);
 
 /// XXH3-64 of a byte range, and its 16-digit lower-case hex form.
@@ -155,7 +165,9 @@ struct OutgoingMessage {
     std::string job_id;     ///< at most 55 characters
     std::string stream_id;  ///< at most 31 characters
     nlohmann::json meta = nlohmann::json::object();
-    std::vector<ArrayPart> arrays;  ///< at most kMaxParts
+    std::vector<ArrayPart> arrays;         ///< at most kMaxParts
+    std::uint64_t answers_slot = 0;        ///< header shm_token: the lent slot this message returns
+    std::uint32_t answers_generation = 0;  ///< and the lending it answers (shm_generation)
 };
 
 /// Builds the multipart message; arrays are attached without copies (zmq_msg_init_data with
@@ -207,8 +219,34 @@ struct DecodeError {
     std::string detail;
 };
 
+/// The bytes of a shared-memory slot a receiver lent.
+struct SlotView {
+    const std::byte* data = nullptr;
+    std::size_t size = 0;
+};
+/// A receiver's answer to "which slot is (token, generation)?": nullopt for one it did not lend.
+using SlotResolver =
+    std::function<std::optional<SlotView>(std::uint64_t token, std::uint32_t generation)>;
+
 /// Validates and decodes a multipart message (the ROUTER's identity frame already removed).
-/// On failure returns nullopt and fills `error`.
-std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error);
+/// A message whose arrays are in a slot is accepted only when `slots` knows that slot; its
+/// parts then point into the slot, which must outlive them. On failure returns nullopt and
+/// fills `error`.
+std::optional<IncomingMessage> decode(std::vector<zmq::message_t>&& parts, DecodeError& error,
+                                      const SlotResolver& slots = {});
+
+/// Bytes the arrays of a message take in a slot (each at a multiple of kSlotAlignment); throws
+/// ex2d::Error when `encoded` has no valid header.
+std::size_t slot_bytes_needed(const MessageHeader& header);
+std::size_t slot_bytes_needed(const std::vector<zmq::message_t>& encoded);
+/// Sets the header's shm_token of an encoded message whose arrays stay in it: the answer
+/// returns that slot to its owner (docs/protocol.md, "Shared memory").
+void set_answered_slot(std::vector<zmq::message_t>& encoded, std::uint64_t token,
+                       std::uint32_t generation);
+/// The same message with its arrays copied into `slot`: [header][meta], the header naming the
+/// slot. The payload checksum is unchanged. Throws ex2d::Error when they do not fit.
+std::vector<zmq::message_t> move_arrays_to_slot(const std::vector<zmq::message_t>& encoded,
+                                                std::byte* slot, std::size_t slot_bytes,
+                                                std::uint64_t token, std::uint32_t generation);
 
 }  // namespace ex2d::wire
