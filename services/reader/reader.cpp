@@ -22,7 +22,8 @@ Reader::Reader(service::ServiceContext& ctx)
     : FleetService(ctx),
       settings_(service::ReaderSettings::from(ctx.config())),
       loader_(ctx.name()),
-      router_(zmq_context_, zmq::socket_type::router)
+      router_(zmq_context_, zmq::socket_type::router),
+      worker_slots_(ctx.settings().zmq.shm_dir)
 {
 }
 
@@ -64,8 +65,10 @@ void Reader::receive_messages(long wait_ms, bool wants_job)
         if (parts->empty()) continue;
         std::string identity = parts->front().to_string();
         parts->erase(parts->begin());
-        if (service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::credit})) {
-            credits_.push_back({std::move(identity), Clock::now()});
+        if (auto credit =
+                service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::credit})) {
+            credits_.push_back(
+                {std::move(identity), Clock::now(), service::SlotLoan::from_meta(credit->meta)});
         }
     }
 }
@@ -82,26 +85,29 @@ bool Reader::dispatch()
             ready_.pop_front();
             continue;
         }
-        std::vector<zmq::message_t> out;
-        out.emplace_back(credits_.front().identity);
+        bool in_slot = false;
+        std::vector<zmq::message_t> out = frame_for(credits_.front(), frame.parts, in_slot);
         std::size_t bytes = 0;
-        for (auto& p : frame.parts) {
-            bytes += p.size();
-            out.push_back(std::move(p));
-        }
+        for (std::size_t i = 1; i < out.size(); ++i) bytes += out[i].size();
         if (!service::try_send(router_, out)) {
             // The worker has gone (or its queue is full): its credit is void, the frame waits.
-            for (std::size_t i = 1; i < out.size(); ++i) frame.parts[i - 1] = std::move(out[i]);
+            if (!in_slot) {
+                for (std::size_t i = 1; i < out.size(); ++i) frame.parts[i - 1] = std::move(out[i]);
+            }
             credits_.pop_front();
             continue;
         }
         service::ScopedLogContext lc(job_log_context(frame.job));
         ctx_.metrics().bytes("sent").Increment(double(bytes));
+        if (in_slot)
+            ctx_.metrics()
+                .bytes("sent_shm")
+                .Increment(double(wire::slot_bytes_needed(frame.parts)));
         ctx_.metrics().frames("sent").Increment();
         ctx_.metrics()
             .stage_seconds("queue_wait")
             .Observe(std::chrono::duration<double>(Clock::now() - frame.loaded_at).count());
-        logger()->info("frame sent to worker bytes={}", bytes);
+        logger()->info("frame sent to worker via={} bytes={}", in_slot ? "shm" : "socket", bytes);
         // From here the worker renews the lease.
         keeper_->release(frame.job);
         credits_.pop_front();
@@ -111,6 +117,32 @@ bool Reader::dispatch()
         sent_any = true;
     }
     return sent_any;
+}
+
+std::vector<zmq::message_t> Reader::frame_for(const Credit& credit,
+                                              std::vector<zmq::message_t>& parts, bool& in_slot)
+{
+    std::vector<zmq::message_t> out;
+    out.emplace_back(credit.identity);
+    in_slot = false;
+    if (credit.slot) {
+        const std::size_t needed = wire::slot_bytes_needed(parts);
+        std::byte* slot =
+            needed <= credit.slot->bytes ? worker_slots_.map(*credit.slot, needed) : nullptr;
+        if (slot != nullptr) {
+            for (auto& p : wire::move_arrays_to_slot(parts, slot, needed, credit.slot->token,
+                                                     credit.slot->generation)) {
+                out.push_back(std::move(p));
+            }
+            in_slot = true;
+            return out;
+        }
+    }
+    // Over the socket; the header still returns the worker's slot, if it lent one.
+    wire::set_answered_slot(parts, credit.slot ? credit.slot->token : 0,
+                            credit.slot ? credit.slot->generation : 0);
+    for (auto& p : parts) out.push_back(std::move(p));
+    return out;
 }
 
 std::optional<Job> Reader::next_job()
@@ -213,6 +245,10 @@ bool Reader::step()
         wire::OutgoingMessage m;
         m.type = wire::MessageType::no_work;
         m.meta["reader"] = ctx_.name();
+        if (const auto& slot = credits_.front().slot) {
+            m.answers_slot = slot->token;
+            m.answers_generation = slot->generation;
+        }
         std::vector<zmq::message_t> out;
         out.emplace_back(credits_.front().identity);
         for (auto& p : wire::encode(m)) out.push_back(std::move(p));

@@ -15,6 +15,7 @@
 
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/settings.hpp"
+#include "ex2d/service/shm_slots.hpp"
 #include "job_feed.hpp"
 #include "load_frame.hpp"
 
@@ -38,10 +39,16 @@ private:
     struct Credit {
         std::string identity;
         Clock::time_point received_at;
+        std::optional<service::SlotLoan> slot;  ///< the worker's slot, when it lent one
     };
 
     void receive_messages(long wait_ms, bool wants_job);
     bool dispatch();
+    /// The frame as it goes to `credit`'s worker: its arrays in the worker's slot where the
+    /// credit lent one that this process can map and that holds them, else in the message.
+    /// `in_slot` says which; `parts` keep the frame's own parts either way.
+    std::vector<zmq::message_t> frame_for(const Credit& credit, std::vector<zmq::message_t>& parts,
+                                          bool& in_slot);
     /// Loads the next job: a re-delivered one, else one from the feed (asking it for one
     /// when it has none yet). false when there was none to load.
     bool load_next();
@@ -58,6 +65,7 @@ private:
     std::deque<Loaded> ready_;
     std::deque<service::Job> claimed_;  ///< own pending after a restart, and reaped jobs
     std::deque<Credit> credits_;
+    service::SlotMappings worker_slots_;
     Clock::time_point next_reap_;
     Clock::time_point next_depth_;
     long frames_sent_ = 0;

@@ -6,10 +6,11 @@
 namespace ex2d::worker {
 
 ResultDelivery::ResultDelivery(zmq::socket_t& writers, const PeerConnections& links,
-                               std::string worker_name, Clock::duration offer_timeout,
-                               Clock::duration result_timeout)
+                               service::SlotMappings& writer_slots, std::string worker_name,
+                               Clock::duration offer_timeout, Clock::duration result_timeout)
     : writers_(writers),
       links_(links),
+      writer_slots_(writer_slots),
       worker_name_(std::move(worker_name)),
       offer_timeout_(offer_timeout),
       result_timeout_(result_timeout)
@@ -22,6 +23,7 @@ void ResultDelivery::start(service::Job job, std::vector<zmq::message_t> parts)
     parts_ = std::move(parts);
     bytes_ = 0;
     for (const auto& p : parts_) bytes_ += p.size();
+    sent_in_slot_ = false;
     ready_at_ = Clock::now();
     offered_to_.clear();
 }
@@ -34,11 +36,16 @@ void ResultDelivery::clear()
     offered_to_.clear();
 }
 
-bool ResultDelivery::send_small(const std::string& writer, wire::MessageType type)
+bool ResultDelivery::send_small(const std::string& writer, wire::MessageType type,
+                                const std::optional<service::SlotLoan>& answered)
 {
     wire::OutgoingMessage m;
     m.type = type;
     m.meta["worker"] = worker_name_;
+    if (answered) {
+        m.answers_slot = answered->token;
+        m.answers_generation = answered->generation;
+    }
     if (job_) {
         m.job_id = job_->job;
         m.epoch = std::uint64_t(job_->epoch);
@@ -72,23 +79,45 @@ ResultDelivery::Progress ResultDelivery::advance()
     return Progress::waiting;
 }
 
-ResultDelivery::Progress ResultDelivery::on_message(const std::string& writer,
-                                                    const wire::IncomingMessage& message)
+std::vector<zmq::message_t> ResultDelivery::result_for(const std::string& writer,
+                                                       const std::optional<service::SlotLoan>& slot)
 {
-    if (message.type != wire::MessageType::grant) return Progress::waiting;
-    if (!job_ || message.job_id != job_->job) {
-        // The result went to another writer, or was handed back: free this writer's credit.
-        send_small(writer, wire::MessageType::decline);
-        return Progress::waiting;
-    }
     std::vector<zmq::message_t> out;
     out.reserve(parts_.size() + 1);
     out.emplace_back(writer.data(), writer.size());
+    sent_in_slot_ = false;
+    if (slot) {
+        const std::size_t needed = wire::slot_bytes_needed(parts_);
+        std::byte* memory = needed <= slot->bytes ? writer_slots_.map(*slot, needed) : nullptr;
+        if (memory != nullptr) {
+            for (auto& p :
+                 wire::move_arrays_to_slot(parts_, memory, needed, slot->token, slot->generation)) {
+                out.push_back(std::move(p));
+            }
+            sent_in_slot_ = true;
+            return out;
+        }
+    }
+    wire::set_answered_slot(parts_, slot ? slot->token : 0, slot ? slot->generation : 0);
     // Copies share the array buffers (ZeroMQ counts references), so a failed send keeps them.
     for (auto& part : parts_) {
         out.emplace_back();
         out.back().copy(part);
     }
+    return out;
+}
+
+ResultDelivery::Progress ResultDelivery::on_message(const std::string& writer,
+                                                    const wire::IncomingMessage& message)
+{
+    if (message.type != wire::MessageType::grant) return Progress::waiting;
+    const auto slot = service::SlotLoan::from_meta(message.meta);
+    if (!job_ || message.job_id != job_->job) {
+        // The result went to another writer, or was handed back: free this writer's credit.
+        send_small(writer, wire::MessageType::decline, slot);
+        return Progress::waiting;
+    }
+    std::vector<zmq::message_t> out = result_for(writer, slot);
     if (!service::try_send(writers_, out)) {
         offered_to_.clear();
         return Progress::waiting;

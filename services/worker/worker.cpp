@@ -102,8 +102,11 @@ Status Worker::start()
     EX2D_RETURN_NOT_OK(load_socket_security());
     readers_ = std::make_unique<PeerConnections>(dealer_, *security_, "reader", false);
     writer_links_ = std::make_unique<PeerConnections>(writers_, *security_, "writer", true);
-    delivery_ = std::make_unique<ResultDelivery>(writers_, *writer_links_, ctx_.name(),
-                                                 seconds(sockets.peer_timeout_s),
+    // One slot per credit: a slot is lent from the CREDIT until its FRAME is decoded.
+    frame_slots_ = service::open_slot_pool(sockets.shm_dir, std::size_t(settings_.credit));
+    writer_slots_ = std::make_unique<service::SlotMappings>(sockets.shm_dir);
+    delivery_ = std::make_unique<ResultDelivery>(writers_, *writer_links_, *writer_slots_,
+                                                 ctx_.name(), seconds(sockets.peer_timeout_s),
                                                  seconds(settings_.result_timeout_s));
     if (security_->curve_enabled()) {
         dealer_handshakes_ = std::make_unique<service::HandshakeMonitor>(zmq_context_, dealer_,
@@ -163,6 +166,8 @@ void Worker::ask_for_frames()
     // A reader that died holding our credit never answers: forget such credits.
     const auto timeout = seconds(ctx_.settings().zmq.peer_timeout_s);
     while (!credits_out_.empty() && now - credits_out_.front() > timeout) credits_out_.pop_front();
+    // Their slots too: a reader stopped in its copy may wake and write on (docs/protocol.md).
+    frame_slots_->retire_lent_before(now - timeout);
     if (readers_->empty() || keeper_->drain_requested()) return;
     const long in_hand =
         long(waiting_.size()) + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0);
@@ -174,8 +179,13 @@ void Worker::ask_for_frames()
         m.type = wire::MessageType::credit;
         m.meta["worker"] = ctx_.name();
         m.meta["credits"] = 1;
+        const auto slot = frame_slots_->lend();
+        if (slot) slot->add_to(m.meta);
         auto parts = wire::encode(m);
-        if (!service::try_send(dealer_, parts)) return;
+        if (!service::try_send(dealer_, parts)) {
+            if (slot) frame_slots_->release(slot->token, slot->generation);
+            return;
+        }
         credits_out_.push_back(now);
     }
 }
@@ -189,11 +199,22 @@ void Worker::receive_messages(long wait_ms)
     if (items[1].revents & ZMQ_POLLIN) receive_from_writers();
     while (auto parts = service::try_recv(dealer_)) {
         auto message = service::decode_or_drop(
-            std::move(*parts), ctx_, {wire::MessageType::frame, wire::MessageType::no_work});
+            std::move(*parts), ctx_, {wire::MessageType::frame, wire::MessageType::no_work},
+            frame_slots_->resolver());
         if (!message) continue;
-        // Either answer returns the credit it was sent for.
+        // Either answer returns the credit it was sent for, and the slot lent with it once
+        // the frame is decoded out of it.
         if (!credits_out_.empty()) credits_out_.pop_front();
-        if (message->type == wire::MessageType::frame) accept_frame(std::move(*message));
+        const std::uint64_t slot = message->header.shm_token;
+        const std::uint32_t generation = message->header.shm_generation;
+        if (message->type == wire::MessageType::frame) {
+            // A frame that came over the socket sizes the slots lent from now on.
+            if ((message->header.shm_flags & wire::kArraysInSlot) == 0) {
+                frame_slots_->require(wire::slot_bytes_needed(message->header));
+            }
+            accept_frame(std::move(*message));
+        }
+        if (slot != 0) frame_slots_->release(slot, generation);
     }
 }
 
@@ -206,9 +227,13 @@ void Worker::receive_from_writers()
         auto message = service::decode_or_drop(std::move(*parts), ctx_, {wire::MessageType::grant});
         if (!message) continue;
         if (delivery_->on_message(writer, *message) == ResultDelivery::Progress::sent) {
-            ctx_.metrics().bytes("sent").Increment(double(delivery_->bytes()));
+            ctx_.metrics()
+                .bytes(delivery_->sent_in_slot() ? "sent_shm" : "sent")
+                .Increment(double(delivery_->bytes()));
             service::ScopedLogContext lc(job_log_context(delivery_->job()));
-            logger()->info("result sent bytes={} writer={}", delivery_->bytes(), writer);
+            logger()->info("result sent via={} bytes={} writer={}",
+                           delivery_->sent_in_slot() ? "shm" : "socket", delivery_->bytes(),
+                           writer);
             // The writer renews the lease from here.
             keeper_->release(delivery_->job());
             delivery_->clear();

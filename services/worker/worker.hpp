@@ -21,6 +21,7 @@
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/settings.hpp"
+#include "ex2d/service/shm_slots.hpp"
 #include "peer_connections.hpp"
 #include "result_delivery.hpp"
 
@@ -58,6 +59,8 @@ private:
     zmq::socket_t writers_;  ///< ROUTER: one routing id per writer connection
     std::unique_ptr<service::HandshakeMonitor> dealer_handshakes_, writer_handshakes_;
     std::unique_ptr<PeerConnections> readers_, writer_links_;
+    std::unique_ptr<service::SlotPool> frame_slots_;  ///< lent to readers with each CREDIT
+    std::unique_ptr<service::SlotMappings> writer_slots_;
     std::unique_ptr<ResultDelivery> delivery_;
     std::deque<Clock::time_point> credits_out_;  ///< CREDITs sent and not yet answered
     std::deque<service::FrameInputs> waiting_;   ///< received, not yet extracting

@@ -72,6 +72,9 @@ Status Writer::start()
     EX2D_ASSIGN_OR_RETURN(const std::string endpoint, serve(router_));
     temporaries_->sweep();
     next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
+    // A slot is lent from its GRANT until a write thread has decoded the RESULT in it.
+    result_slots_ = service::open_slot_pool(ctx_.settings().zmq.shm_dir,
+                                            std::size_t(settings_.credit + threads));
     writing_.assign(write_planes_.size(), std::nullopt);
     for (std::size_t i = 0; i < write_planes_.size(); ++i) {
         write_threads_.emplace_back([this, i] { write_loop(i); });
@@ -108,10 +111,18 @@ void Writer::grant()
         m.job_id = offer.job;
         m.meta["writer"] = ctx_.name();
         m.meta["job"] = offer.job;
+        // The OFFER's bytes count the header and meta too: room enough for the arrays' padding.
+        result_slots_->require(offer.bytes + wire::kMaxParts * wire::kSlotAlignment);
+        const auto slot = result_slots_->lend();
+        if (slot) slot->add_to(m.meta);
         auto parts = wire::encode(m);
         parts.insert(parts.begin(), zmq::message_t(offer.worker.data(), offer.worker.size()));
         // A worker that went away since its offer cannot be granted; its offer is dropped.
-        if (service::try_send(router_, parts)) granted_[offer.worker] = Clock::now();
+        if (service::try_send(router_, parts)) {
+            granted_[offer.worker] = {Clock::now(), slot};
+        } else if (slot) {
+            result_slots_->release(slot->token, slot->generation);
+        }
     }
 }
 
@@ -121,8 +132,10 @@ void Writer::expire_grants()
     const auto timeout = seconds(timeout_s);
     const auto now = Clock::now();
     for (auto it = granted_.begin(); it != granted_.end();) {
-        if (now - it->second > timeout) {
+        if (now - it->second.at > timeout) {
             logger()->warn("grant lapsed: no result from a worker within {} s", timeout_s);
+            // The worker may still be copying into the slot: it is not lent again.
+            if (it->second.slot) result_slots_->retire(it->second.slot->token);
             it = granted_.erase(it);
         } else {
             ++it;
@@ -137,27 +150,47 @@ void Writer::receive(std::vector<zmq::message_t> parts)
     parts.erase(parts.begin());
     auto message = service::decode_or_drop(
         std::move(parts), ctx_,
-        {wire::MessageType::offer, wire::MessageType::result, wire::MessageType::decline});
+        {wire::MessageType::offer, wire::MessageType::result, wire::MessageType::decline},
+        result_slots_->resolver());
     if (!message) return;
-    switch (message->type) {
-        case wire::MessageType::offer: {
-            const bool waiting = granted_.count(worker) != 0 ||
-                                 std::any_of(offers_.begin(), offers_.end(),
-                                             [&](const Offer& o) { return o.worker == worker; });
-            if (!waiting) offers_.push_back({worker, message->job_id});
-            break;
-        }
-        case wire::MessageType::decline:
-            granted_.erase(worker);
-            break;
-        default:
-            granted_.erase(worker);
-            accept_result(std::move(*message));
+    if (message->type == wire::MessageType::offer) {
+        const bool waiting = granted_.count(worker) != 0 ||
+                             std::any_of(offers_.begin(), offers_.end(),
+                                         [&](const Offer& o) { return o.worker == worker; });
+        const auto bytes = message->meta.find("bytes");
+        const std::size_t size = bytes != message->meta.end() && bytes->is_number_unsigned()
+                                     ? bytes->get<std::size_t>()
+                                     : 0;
+        if (!waiting) offers_.push_back({worker, message->job_id, size});
+        return;
     }
+    granted_.erase(worker);
+    const std::uint64_t slot = message->header.shm_token;
+    const std::uint32_t generation = message->header.shm_generation;
+    const bool in_slot = (message->header.shm_flags & wire::kArraysInSlot) != 0;
+    // A DECLINE, or a RESULT that came over the socket, returns its slot at once; a RESULT in
+    // the slot keeps it until a write thread has decoded it.
+    if (message->type == wire::MessageType::result && in_slot) {
+        accept_result(std::move(*message), slot, generation);
+        return;
+    }
+    if (slot != 0) result_slots_->release(slot, generation);
+    if (message->type == wire::MessageType::result) accept_result(std::move(*message), 0, 0);
 }
 
-void Writer::accept_result(wire::IncomingMessage message)
+void Writer::accept_result(wire::IncomingMessage message, std::uint64_t slot,
+                           std::uint32_t slot_generation)
 {
+    // A result refused here gives its slot back with it.
+    struct SlotReturn {
+        service::SlotPool& pool;
+        std::uint64_t token;
+        std::uint32_t generation;
+        ~SlotReturn()
+        {
+            if (token != 0) pool.release(token, generation);
+        }
+    } slot_return{*result_slots_, slot, slot_generation};
     // Only the job is read here (a few hundred bytes of JSON); the arrays are decoded by the
     // write thread. The fence and the lease are taken at once, so that a result waiting in
     // the queue is this writer's and its lease is renewed.
@@ -180,8 +213,9 @@ void Writer::accept_result(wire::IncomingMessage message)
     logger()->info("result received from worker={}", worker);
     {
         std::lock_guard<std::mutex> lock(queue_mutex_);
-        queue_.push_back({std::move(job).value(), std::move(message)});
+        queue_.push_back({std::move(job).value(), std::move(message), slot, slot_generation});
     }
+    slot_return.token = 0;
     queue_cv_.notify_one();
 }
 
@@ -214,6 +248,7 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
     const auto start = Clock::now();
     auto decoded = service::decode_result(received.message);
     received.message = {};
+    if (received.slot != 0) result_slots_->release(received.slot, received.slot_generation);
     if (!decoded.is_ok()) {
         drop_malformed(decoded.status());
         service::hand_back(plane, *keeper_, job, ctx_.settings().queue.lease_ms());

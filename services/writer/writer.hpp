@@ -25,6 +25,7 @@
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/settings.hpp"
+#include "ex2d/service/shm_slots.hpp"
 #include "temporary_ledger.hpp"
 
 namespace ex2d::writer {
@@ -51,14 +52,25 @@ private:
     struct Offer {
         std::string worker;
         std::string job;
+        std::size_t bytes = 0;  ///< the result's size, as the OFFER says
+    };
+    /// A GRANT sent and not yet answered.
+    struct Grant {
+        Clock::time_point at;
+        std::optional<service::SlotLoan> slot;  ///< lent with it
     };
     /// A RESULT fenced to "writing" and held by the keeper, waiting for a write thread.
     struct Received {
         service::Job job;
         wire::IncomingMessage message;
+        /// The slot its arrays lie in (token 0: they came in the message).
+        std::uint64_t slot = 0;
+        std::uint32_t slot_generation = 0;
     };
     void receive(std::vector<zmq::message_t> parts);
-    void accept_result(wire::IncomingMessage message);
+    /// `slot`: the lent slot the result's arrays lie in (0: none), returned once decoded.
+    void accept_result(wire::IncomingMessage message, std::uint64_t slot,
+                       std::uint32_t slot_generation);
     void grant();
     void expire_grants();
     void write_loop(std::size_t index);
@@ -74,8 +86,10 @@ private:
     std::unique_ptr<RedisTemporaryLedger> temporaries_;
     std::shared_ptr<const FibermapColumns> fibermap_columns_;  ///< nullptr: the built-in table
     Clock::time_point next_sweep_;
-    std::deque<Offer> offers_;                          ///< oldest first
-    std::map<std::string, Clock::time_point> granted_;  ///< routing id -> when granted
+    std::deque<Offer> offers_;              ///< oldest first
+    std::map<std::string, Grant> granted_;  ///< by the worker's routing id
+    /// Lent with each GRANT until the write thread has decoded the RESULT.
+    std::unique_ptr<service::SlotPool> result_slots_;
 
     /// One Redis connection per write thread: hiredis connections are not thread-safe.
     std::vector<service::ControlConnection> write_planes_;

@@ -3,8 +3,10 @@
 // `ex2d extract`, events, status, idempotent re-runs, inputs refused as `ex2d extract` refuses
 // them, and the start-up safety checks.
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fitsio.h>
 #include <gtest/gtest.h>
@@ -17,6 +19,36 @@ namespace ex2d::fleet_test {
 namespace {
 
 const std::vector<std::string> kCameras = {"b0", "r0", "z0"};
+
+/// Each frame of the exposure is what `ex2d extract` writes for its preproc, bit for bit.
+void expect_matches_extract(Fleet& fleet, int expid, const std::vector<std::string>& preprocs)
+{
+    for (std::size_t i = 0; i < kCameras.size(); ++i) {
+        const std::string reference =
+            fleet.dir() + "/reference-" + std::to_string(expid) + "-" + kCameras[i] + ".fits";
+        Process tool("extract",
+                     {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p",
+                      fleet.psf_path(kCameras[i]), "-o", reference, "-w", "6000,6100,0.8", "-n",
+                      "25", "--threads", "1", "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
+                     {}, fleet.dir() + "/logs/extract.log");
+        ASSERT_EQ(tool.wait(60), 0);
+        auto a = read_frame(fleet.output_path(expid, kCameras[i]));
+        auto b = read_frame(reference);
+        ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+        ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+        EXPECT_EQ(a.value().flux, b.value().flux) << kCameras[i];
+        EXPECT_EQ(a.value().ivar, b.value().ivar) << kCameras[i];
+        EXPECT_EQ(a.value().mask, b.value().mask) << kCameras[i];
+        EXPECT_EQ(a.value().resolution, b.value().resolution) << kCameras[i];
+        EXPECT_EQ(a.value().chi2pix, b.value().chi2pix) << kCameras[i];
+        EXPECT_EQ(a.value().wave, b.value().wave) << kCameras[i];
+        EXPECT_EQ(a.value().hdu_names, b.value().hdu_names) << kCameras[i];
+        EXPECT_EQ(a.value().header.get_string("EX2DJOB").value_or(""),
+                  "nightly/" + std::string(8 - std::to_string(expid).size(), '0') +
+                      std::to_string(expid) + "/" + kCameras[i]);
+        EXPECT_EQ(a.value().header.get_string("CAMERA").value_or(""), kCameras[i]);
+    }
+}
 
 TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
 {
@@ -36,29 +68,7 @@ TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
     EXPECT_EQ(o.partial, 0);
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000011", "state"}).str, "done");
 
-    for (std::size_t i = 0; i < kCameras.size(); ++i) {
-        const std::string reference = fleet.dir() + "/reference-" + kCameras[i] + ".fits";
-        Process tool("extract",
-                     {EX2D_TOOL_PATH, "extract", "-i", preprocs[i], "-p",
-                      fleet.psf_path(kCameras[i]), "-o", reference, "-w", "6000,6100,0.8", "-n",
-                      "25", "--threads", "1", "--psferr", kCameras[i][0] == 'b' ? "0.04" : "0.01"},
-                     {}, fleet.dir() + "/logs/extract.log");
-        ASSERT_EQ(tool.wait(60), 0);
-        auto a = read_frame(fleet.output_path(11, kCameras[i]));
-        auto b = read_frame(reference);
-        ASSERT_TRUE(a.is_ok()) << a.status().to_string();
-        ASSERT_TRUE(b.is_ok()) << b.status().to_string();
-        EXPECT_EQ(a.value().flux, b.value().flux) << kCameras[i];
-        EXPECT_EQ(a.value().ivar, b.value().ivar) << kCameras[i];
-        EXPECT_EQ(a.value().mask, b.value().mask) << kCameras[i];
-        EXPECT_EQ(a.value().resolution, b.value().resolution) << kCameras[i];
-        EXPECT_EQ(a.value().chi2pix, b.value().chi2pix) << kCameras[i];
-        EXPECT_EQ(a.value().wave, b.value().wave) << kCameras[i];
-        EXPECT_EQ(a.value().hdu_names, b.value().hdu_names) << kCameras[i];
-        EXPECT_EQ(a.value().header.get_string("EX2DJOB").value_or(""),
-                  "nightly/00000011/" + kCameras[i]);
-        EXPECT_EQ(a.value().header.get_string("CAMERA").value_or(""), kCameras[i]);
-    }
+    expect_matches_extract(fleet, 11, preprocs);
     // One event per frame and one for the exposure, for the next pipeline step.
     int frame_events = 0, exposure_events = 0;
     for (const auto& e : fleet.redis({"XRANGE", "ex2d:events", "-", "+"}).elements) {
@@ -77,6 +87,70 @@ TEST(FleetPipeline, ExposureMatchesExtractBitForBit)
     EXPECT_EQ(status["frames"].size(), 3u);
     EXPECT_EQ(status["frames"][0]["state"], "done");
     EXPECT_EQ(status["frames"][0]["attempt"], "1");
+}
+
+std::size_t slot_files(const std::string& dir)
+{
+    std::size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        n += entry.path().filename().string().rfind("ex2d-slot-", 0) == 0 ? 1 : 0;
+    }
+    return n;
+}
+
+/// Frames and results through the receivers' shared-memory slots (docs/protocol.md, "Shared
+/// memory"), then over the sockets where a sender cannot use them: the same files as `ex2d
+/// extract` either way; slots go with a process that stops, and a killed one's are swept.
+TEST(FleetPipeline, SharedMemoryAndSocketsCarryTheSameFrames)
+{
+    Fleet fleet("shm");
+    std::map<int, std::vector<std::string>> preprocs;
+    for (int expid : {21, 22, 23}) preprocs[expid] = fleet.make_exposure(expid, kCameras);
+    Process& reader = fleet.start("reader", "reader-1");
+    Process& worker = fleet.start("worker", "worker-1");
+    Process& writer = fleet.start("writer", "writer-1");
+    ASSERT_EQ(fleet.submit(21), 0);
+    ASSERT_TRUE(fleet.wait_exposure(21, 60));
+    ASSERT_EQ(fleet.submit(22), 0);
+    ASSERT_TRUE(fleet.wait_exposure(22, 60));
+    const Outcome shared = fleet.check({21, 22}, kCameras);
+    std::printf("fleet shm: %s\n", shared.report().c_str());
+    EXPECT_EQ(shared.done, 6);
+    EXPECT_EQ(shared.lost + shared.duplicates + shared.partial, 0);
+    expect_matches_extract(fleet, 21, preprocs[21]);
+    expect_matches_extract(fleet, 22, preprocs[22]);
+    // The worker's first two credits lend no slot (no frame size is known yet); every later
+    // frame, and every result (the OFFER gives its size), goes through a slot.
+    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=socket"), 2);
+    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=shm"), 4);
+    EXPECT_EQ(fleet.count_log_lines("result sent via=shm"), 6);
+    EXPECT_EQ(fleet.count_log_lines("dropped"), 0);
+
+    // A writer that stops unlinks its slots; a worker killed leaves its own for the sweep.
+    EXPECT_EQ(slot_files(fleet.shm_dir()), 2U + 1U) << "the worker's two and the writer's one";
+    writer.signal(SIGTERM);
+    reader.signal(SIGTERM);
+    EXPECT_EQ(writer.wait(20), 0);
+    EXPECT_EQ(reader.wait(20), 0);
+    worker.signal(SIGKILL);
+    worker.wait(20);
+    EXPECT_EQ(slot_files(fleet.shm_dir()), 2U);
+
+    // Senders without shared memory: the writer lends slots, the worker cannot use them and
+    // sends its results over the socket, answering each lending so the slot comes back.
+    fleet.start("reader", "reader-2", {{"zmq.shm_dir", ""}});
+    fleet.start("worker", "worker-2", {{"zmq.shm_dir", ""}});
+    fleet.start("writer", "writer-2");
+    ASSERT_EQ(fleet.submit(23), 0);
+    ASSERT_TRUE(fleet.wait_exposure(23, 60));
+    const Outcome sockets = fleet.check({21, 22, 23}, kCameras);
+    EXPECT_EQ(sockets.done, 9);
+    EXPECT_EQ(sockets.lost + sockets.duplicates + sockets.partial, 0);
+    expect_matches_extract(fleet, 23, preprocs[23]);
+    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=socket"), 2 + 3);
+    EXPECT_EQ(fleet.count_log_lines("result sent via=socket"), 3);
+    EXPECT_EQ(fleet.count_log_lines("removed 2 shared-memory slot(s)"), 1) << "writer-2's sweep";
+    EXPECT_EQ(slot_files(fleet.shm_dir()), 1U) << "writer-2's one slot, returned each time";
 }
 
 TEST(FleetPipeline, ResubmittedExposureIsNotWrittenTwice)

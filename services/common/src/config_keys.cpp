@@ -103,6 +103,9 @@ std::vector<ConfigKey> make_keys()
                    "writers, servers trusted by workers"),
         bool_key("zmq.allow_plaintext", "false",
                  "allow tcp:// without CURVE beyond loopback (isolated networks only)"),
+        string_key("zmq.shm_dir", "/dev/shm",
+                   "folder of the shared-memory slots that carry frames and results between "
+                   "processes of one node; empty = always over the socket"),
 
         string_key("service.name", "",
                    "process name in Redis and logs; empty = {role}-{host}-{pid}"),

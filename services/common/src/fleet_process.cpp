@@ -39,12 +39,12 @@ void drop_message(ServiceContext& ctx, const std::string& reason, const std::str
 
 std::optional<wire::IncomingMessage> decode_or_drop(
     std::vector<zmq::message_t>&& parts, ServiceContext& ctx,
-    std::initializer_list<wire::MessageType> accepted)
+    std::initializer_list<wire::MessageType> accepted, const wire::SlotResolver& slots)
 {
     std::size_t bytes = 0;
     for (const auto& p : parts) bytes += p.size();
     wire::DecodeError error;
-    auto message = wire::decode(std::move(parts), error);
+    auto message = wire::decode(std::move(parts), error, slots);
     if (!message) {
         drop_message(ctx, error.reason, error.detail);
         return std::nullopt;
@@ -56,6 +56,11 @@ std::optional<wire::IncomingMessage> decode_or_drop(
         return std::nullopt;
     }
     ctx.metrics().bytes("received").Increment(double(bytes));
+    if ((message->header.shm_flags & wire::kArraysInSlot) != 0) {
+        std::size_t in_slot = 0;
+        for (const auto& p : message->parts) in_slot += p.size();
+        ctx.metrics().bytes("received_shm").Increment(double(in_slot));
+    }
     return message;
 }
 

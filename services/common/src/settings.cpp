@@ -42,6 +42,7 @@ ZmqSettings ZmqSettings::from(const Config& config)
     s.curve_secret_key_file = config.get_string("zmq.curve_secret_key_file");
     s.curve_allowed_keys = config.get_string("zmq.curve_allowed_keys");
     s.allow_plaintext = config.get_bool("zmq.allow_plaintext");
+    s.shm_dir = config.get_string("zmq.shm_dir");
     return s;
 }
 

@@ -170,6 +170,13 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup)
     fs::create_directories(dir_ + "/logs");
     fs::create_directories(dir_ + "/redis");
     fs::create_directories(dir_ + "/calib");
+    // Slots of processes the test kills stay until a sweep: in a folder of the test's own,
+    // they go with it.
+    const fs::path shm_base = fs::is_directory("/dev/shm") ? "/dev/shm" : dir_;
+    shm_dir_ = (shm_base / ("ex2d-fleet-" + test_name + "-" + std::to_string(::getpid()) + "-shm"))
+                   .string();
+    fs::remove_all(shm_dir_);
+    fs::create_directories(shm_dir_);
     // The port is free when free_port() returns, but another process (a parallel test) may
     // take it before redis-server binds; a Redis that exits at start gets another port.
     for (int attempt = 0; attempt < 5; ++attempt) {
@@ -189,6 +196,7 @@ Fleet::Fleet(const std::string& test_name, RedisSetup redis_setup)
                 {"zmq.peer_timeout_s", "3"},
                 {"writer.sweep_interval_s", "0.5"},
                 {"zmq.bind", "ipc://" + dir_ + "/{name}.sock"},
+                {"zmq.shm_dir", shm_dir_},
                 {"worker.threads", "1"},
                 {"reader.credit_hold_ms", "200"}};
 }
@@ -203,10 +211,9 @@ Fleet::~Fleet()
     processes_.clear();
     if (redis_server_) redis_server_->signal(SIGKILL);
     redis_server_.reset();
-    if (!std::getenv("EX2D_KEEP_TEST_DIRS")) {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
+    std::error_code ec;
+    fs::remove_all(shm_dir_, ec);  // memory, not evidence
+    if (!std::getenv("EX2D_KEEP_TEST_DIRS")) fs::remove_all(dir_, ec);
 }
 
 bool Fleet::start_redis()

@@ -70,6 +70,8 @@ public:
     ~Fleet();
 
     const std::string& dir() const { return dir_; }
+    /// The services' zmq.shm_dir: a folder of the test's own in /dev/shm, removed with it.
+    const std::string& shm_dir() const { return shm_dir_; }
     int redis_port() const { return redis_port_; }
     /// The test's redis-server process id (-1 when it is not running).
     pid_t redis_pid() const;
@@ -135,6 +137,7 @@ private:
     std::vector<std::string> simulate_argv(int expid, const std::string& camera, int seed,
                                            const std::string& night, std::string* path);
     std::string dir_;
+    std::string shm_dir_;
     RedisSetup redis_setup_;
     int redis_port_ = 0;
     std::unique_ptr<Process> redis_server_;

@@ -42,10 +42,11 @@ LogContext job_log_context(const Job& job);
 void drop_message(ServiceContext& ctx, const std::string& reason, const std::string& detail);
 
 /// Decodes a message; an invalid one, or one of a type other than `accepted`, is logged with
-/// its reason, counted in ex2d_messages_dropped_total and dropped (nullopt).
+/// its reason, counted in ex2d_messages_dropped_total and dropped (nullopt). `slots` accepts
+/// arrays in the shared-memory slots this process lent (none by default).
 std::optional<wire::IncomingMessage> decode_or_drop(
     std::vector<zmq::message_t>&& parts, ServiceContext& ctx,
-    std::initializer_list<wire::MessageType> accepted);
+    std::initializer_list<wire::MessageType> accepted, const wire::SlotResolver& slots = {});
 
 /// Gives a job back at once (ControlPlane::hand_back: its idle time set past `lease_ms`, so
 /// the next reaper pass re-delivers it) and stops renewing its lease.

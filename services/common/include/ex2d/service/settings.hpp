@@ -54,6 +54,7 @@ struct ZmqSettings {
     std::string curve_secret_key_file;  ///< set = CURVE on tcp://
     std::string curve_allowed_keys;     ///< file or folder of public keys
     bool allow_plaintext = false;
+    std::string shm_dir;  ///< shared-memory slots on one node; empty = off
 
     static ZmqSettings from(const Config& config);
 };
