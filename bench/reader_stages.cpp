@@ -2,8 +2,9 @@
 // What a reader spends per frame, step by step: ex2d-reader-stages PREPROC PSF [--repeat N]
 // Runs the reader's own loading and message encoding in this process, so that the CPU seconds
 // of each step can be told apart (the service interleaves them with its sockets), then sends
-// the FRAME over ipc to a socket in the same process and decodes it as a worker does, against
-// a memcpy of the same bytes into memory already touched.
+// the FRAME over ipc to a socket in the same process and decodes it as a worker does, then the
+// same through a worker's shared-memory slot in /dev/shm (docs/protocol.md, "Shared memory"),
+// against a memcpy of the same bytes into memory already touched.
 #include <time.h>
 
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "ex2d/service/allocator.hpp"
 #include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/shm_slots.hpp"
 #include "ex2d/service/wire.hpp"
 #include "load_frame.hpp"
 
@@ -68,6 +70,8 @@ int main(int argc, char** argv)
     push.connect(endpoint);
     ex2d::LargeArray<char> copy_target;
     ex2d::LargeArray<double> image_memory, weights_memory;  // reused as the worker reuses them
+    ex2d::service::SlotPool worker_slots("/dev/shm", 1);
+    ex2d::service::SlotMappings reader_mappings("/dev/shm");
     for (int i = 0; i < repeat; ++i) {
         double c0 = cpu_now(), w0 = wall_now();
         auto loaded = loader.load(job);
@@ -120,6 +124,42 @@ int main(int argc, char** argv)
                     c5 - c4, w5 - w4);
         std::printf("worker decode (f64, reused planes)%7.3f  %7.3f\n", c6 - c5, w6 - w5);
         std::printf("memcpy, reused memory  %7.3f  %7.3f\n", c8 - c7, w8 - w7);
+
+        // The same FRAME through the worker's slot: the reader copies the arrays in, header
+        // and meta go over the socket, the worker decodes where the arrays lie.
+        worker_slots.require(ex2d::wire::slot_bytes_needed(copy_parts));
+        const auto loan = worker_slots.lend();
+        std::byte* slot = loan ? reader_mappings.map(*loan, loan->bytes) : nullptr;
+        if (slot == nullptr) {
+            std::fprintf(stderr, "no shared-memory slot in /dev/shm\n");
+            return 1;
+        }
+        double c9 = cpu_now(), w9 = wall_now();
+        auto small = ex2d::wire::move_arrays_to_slot(copy_parts, slot, loan->bytes, loan->token,
+                                                     loan->generation);
+        zmq::send_multipart(push, small);
+        std::vector<zmq::message_t> small_received;
+        (void)zmq::recv_multipart(pull, std::back_inserter(small_received));
+        double c10 = cpu_now(), w10 = wall_now();
+        auto in_slot =
+            ex2d::wire::decode(std::move(small_received), error, worker_slots.resolver());
+        if (!in_slot) {
+            std::fprintf(stderr, "decode from slot: %s\n", error.detail.c_str());
+            return 1;
+        }
+        auto slot_inputs = ex2d::service::decode_frame(*in_slot, std::move(image_memory),
+                                                       std::move(weights_memory));
+        if (!slot_inputs.is_ok()) {
+            std::fprintf(stderr, "decode_frame: %s\n", slot_inputs.status().message().c_str());
+            return 1;
+        }
+        double c11 = cpu_now(), w11 = wall_now();
+        worker_slots.release(loan->token, loan->generation);
+        image_memory = std::move(slot_inputs.value().image);
+        weights_memory = std::move(slot_inputs.value().weights);
+        std::printf("shm copy+send+receive  %7.3f  %7.3f  (slot reused; %.1fx the memcpy)\n",
+                    c10 - c9, w10 - w9, (c10 - c9) / (c8 - c7));
+        std::printf("worker decode from slot%7.3f  %7.3f\n", c11 - c10, w11 - w10);
     }
     return 0;
 }
