@@ -124,24 +124,10 @@ std::vector<zmq::message_t> Reader::frame_for(const Credit& credit,
 {
     std::vector<zmq::message_t> out;
     out.emplace_back(credit.identity);
-    in_slot = false;
-    if (credit.slot) {
-        const std::size_t needed = wire::slot_bytes_needed(parts);
-        std::byte* slot =
-            needed <= credit.slot->bytes ? worker_slots_.map(*credit.slot, needed) : nullptr;
-        if (slot != nullptr) {
-            for (auto& p : wire::move_arrays_to_slot(parts, slot, needed, credit.slot->token,
-                                                     credit.slot->generation)) {
-                out.push_back(std::move(p));
-            }
-            in_slot = true;
-            return out;
-        }
-    }
-    // Over the socket; the header still returns the worker's slot, if it lent one.
-    wire::set_answered_slot(parts, credit.slot ? credit.slot->token : 0,
-                            credit.slot ? credit.slot->generation : 0);
-    for (auto& p : parts) out.push_back(std::move(p));
+    auto placed = worker_slots_.place(parts, credit.slot);
+    in_slot = placed.has_value();
+    // Over the socket otherwise; the header still returns the worker's slot, if it lent one.
+    for (auto& p : in_slot ? *placed : parts) out.push_back(std::move(p));
     return out;
 }
 

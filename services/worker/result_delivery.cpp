@@ -85,20 +85,12 @@ std::vector<zmq::message_t> ResultDelivery::result_for(const std::string& writer
     std::vector<zmq::message_t> out;
     out.reserve(parts_.size() + 1);
     out.emplace_back(writer.data(), writer.size());
-    sent_in_slot_ = false;
-    if (slot) {
-        const std::size_t needed = wire::slot_bytes_needed(parts_);
-        std::byte* memory = needed <= slot->bytes ? writer_slots_.map(*slot, needed) : nullptr;
-        if (memory != nullptr) {
-            for (auto& p :
-                 wire::move_arrays_to_slot(parts_, memory, needed, slot->token, slot->generation)) {
-                out.push_back(std::move(p));
-            }
-            sent_in_slot_ = true;
-            return out;
-        }
+    auto placed = writer_slots_.place(parts_, slot);
+    sent_in_slot_ = placed.has_value();
+    if (sent_in_slot_) {
+        for (auto& p : *placed) out.push_back(std::move(p));
+        return out;
     }
-    wire::set_answered_slot(parts_, slot ? slot->token : 0, slot ? slot->generation : 0);
     // Copies share the array buffers (ZeroMQ counts references), so a failed send keeps them.
     for (auto& part : parts_) {
         out.emplace_back();

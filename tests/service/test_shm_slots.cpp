@@ -299,6 +299,38 @@ TEST_F(ShmSlots, UnknownFlagsAreMalformed)
     EXPECT_EQ(error.reason, "malformed");
 }
 
+TEST_F(ShmSlots, PlaceUsesTheSlotWhereItCanAndElseAnswersItOverTheSocket)
+{
+    SlotPool pool(dir_, 2);
+    auto encoded = wire::encode(make_frame());
+    const std::size_t needed = wire::slot_bytes_needed(encoded);
+    SlotMappings sender(dir_);
+    wire::DecodeError error;
+
+    EXPECT_FALSE(sender.place(encoded, std::nullopt)) << "no slot lent";
+    ASSERT_EQ(encoded.size(), 5U);
+    EXPECT_EQ(wire::decode(delivered(encoded), error)->header.shm_token, 0U);
+
+    pool.require(needed);
+    const auto loan = pool.lend();
+    ASSERT_TRUE(loan);
+    SlotLoan elsewhere{0x00000000000000bbULL, 3, loan->bytes};
+    EXPECT_FALSE(sender.place(encoded, elsewhere)) << "a slot this process cannot open";
+    const auto answer = wire::decode(delivered(encoded), error);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->header.shm_token, elsewhere.token);
+    EXPECT_EQ(answer->header.shm_generation, 3U);
+    expect_same_arrays(*answer, encoded);
+
+    const auto placed = sender.place(encoded, loan);
+    ASSERT_TRUE(placed);
+    EXPECT_EQ(placed->size(), 2U);
+    EXPECT_EQ(encoded.size(), 5U) << "the message itself is left as it was";
+    const auto got = wire::decode(delivered(*placed), error, pool.resolver());
+    ASSERT_TRUE(got) << error.detail;
+    expect_same_arrays(*got, encoded);
+}
+
 TEST_F(ShmSlots, SendersMapOnlySlotsThatExistHereAndHoldTheArrays)
 {
     SlotPool pool(dir_, 1);

@@ -360,4 +360,19 @@ std::byte* SlotMappings::map(const SlotLoan& loan, std::size_t bytes)
     return data;
 }
 
+std::optional<std::vector<zmq::message_t>> SlotMappings::place(std::vector<zmq::message_t>& encoded,
+                                                               const std::optional<SlotLoan>& slot)
+{
+    if (slot) {
+        const std::size_t needed = wire::slot_bytes_needed(encoded);
+        std::byte* memory = needed <= slot->bytes ? map(*slot, needed) : nullptr;
+        if (memory != nullptr) {
+            return wire::move_arrays_to_slot(encoded, memory, needed, slot->token,
+                                             slot->generation);
+        }
+    }
+    wire::set_answered_slot(encoded, slot ? slot->token : 0, slot ? slot->generation : 0);
+    return std::nullopt;
+}
+
 }  // namespace ex2d::service

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,11 @@ public:
     /// The memory of the lent slot when it can be opened here and holds `bytes`; nullptr
     /// otherwise (another node, another folder, a slot too small, shared memory off).
     std::byte* map(const SlotLoan& loan, std::size_t bytes);
+    /// An encoded message for the receiver that lent `slot`: [header][meta] with the arrays
+    /// copied into the slot where it maps here and holds them (`encoded` is left as it is);
+    /// otherwise nullopt, and `encoded`'s header names the slot it answers (none: 0).
+    std::optional<std::vector<zmq::message_t>> place(std::vector<zmq::message_t>& encoded,
+                                                     const std::optional<SlotLoan>& slot);
 
 private:
     struct Mapping {
