@@ -99,6 +99,9 @@ TEST(FleetWriter, KeepsReceivingWhileItWrites)
     EXPECT_TRUE(events(writer, "frame written").empty()) << "the probe came after the first write";
 
     ASSERT_TRUE(fleet.wait_exposure(expid, 120));
+    // The writer logs "frame written" after the Redis commit that ends the exposure.
+    EXPECT_TRUE(
+        eventually(10, [&] { return events(writer, "frame written output=").size() >= 3; }));
     const std::vector<Event> received = events(writer, "result received from worker=");
     const std::vector<Event> written = events(writer, "frame written output=");
     const std::vector<Event> sent = events(worker, "result sent");
