@@ -2,7 +2,9 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -64,11 +66,13 @@ std::string trimmed_lower(std::string text)
     return text;
 }
 
-Result<WriteOutcome> describe(const std::string& path, bool skipped)
+/// `checksum`: that of the bytes this writer has just written; else the file is read back.
+Result<WriteOutcome> describe(const std::string& path, bool skipped,
+                              std::optional<std::string> checksum = std::nullopt)
 {
     WriteOutcome outcome;
     outcome.skipped = skipped;
-    auto sum = wire::file_checksum128(path);
+    auto sum = checksum ? std::move(checksum) : wire::file_checksum128(path);
     if (!sum) return Status::io(path + ": cannot read back for its checksum");
     outcome.checksum = *sum;
     std::error_code ec;
@@ -159,7 +163,13 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
         temporaries.forget(tmp);
         temporaries.forget(aside);
     };
-    Status written = write_frame(tmp, out.frame, prov);
+    // Checksummed from memory: reading the file back would fetch 70 MB that O_DIRECT kept out
+    // of the page cache, into fresh cache pages.
+    std::optional<std::string> written_checksum;
+    Status written =
+        write_frame(tmp, out.frame, prov, [&](const std::uint8_t* bytes, std::size_t size) {
+            written_checksum = wire::checksum128(bytes, size);
+        });
     if (written.is_ok() && fsync_files) written = fsync_path(tmp, false);
     if (written.is_ok() && !still_ours()) {
         written =
@@ -181,7 +191,7 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
         return describe(final_path.string(), true);
     }
     if (fsync_files) EX2D_RETURN_NOT_OK(fsync_path(dir.string(), true));
-    return describe(final_path.string(), false);
+    return describe(final_path.string(), false, std::move(written_checksum));
 }
 
 }  // namespace ex2d::writer

@@ -137,6 +137,29 @@ TEST(FrameGzip, ReadsBackAsTheSameFrameAsTheUncompressedFile)
     EXPECT_LT(fs::file_size(gz), fs::file_size(plain));
 }
 
+// The fleet's writer checksums what the observer sees instead of reading the file back, so the
+// observer must see the file's own bytes, compressed or not, exactly once.
+TEST(FrameGzip, TheBytesObserverSeesExactlyTheFileWritten)
+{
+    ex2d::test::TempDir dir;
+    const ex2d::StoredFrame stored = ex2d::to_stored_frame(noisy_frame(), 0.8);
+    for (const char* name : {"frame-r0-00051060.fits", "frame-r0-00051060.fits.gz"}) {
+        const std::string path = dir.file(name);
+        std::vector<unsigned char> seen;
+        int calls = 0;
+        const ex2d::Status s = ex2d::write_frame(path, stored, provenance(),
+                                                 [&](const std::uint8_t* bytes, std::size_t size) {
+                                                     ++calls;
+                                                     seen.assign(bytes, bytes + size);
+                                                 });
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        EXPECT_EQ(calls, 1) << name;
+        EXPECT_GT(seen.size(), 2880u) << name;
+        EXPECT_TRUE(seen == file_bytes(path)) << name << ": the observer saw " << seen.size()
+                                              << " bytes, the file holds " << fs::file_size(path);
+    }
+}
+
 TEST(FrameGzip, IsOneGzipMemberHoldingTheWholeFitsFile)
 {
     ex2d::test::TempDir dir;

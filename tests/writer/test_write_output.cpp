@@ -187,6 +187,49 @@ TEST(FinalRename, AnOlderOutputIsReplacedOnlyWhileTheLeaseHolds)
     EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+class MemoryLedger : public ex2d::writer::TemporaryLedger {
+public:
+    ex2d::Status record(const std::string& path) override
+    {
+        recorded.push_back(path);
+        return ex2d::Status::ok();
+    }
+    void forget(const std::string&) override {}
+    std::vector<std::string> recorded;
+};
+
+// The checksum the writer records in Redis is computed from memory, not read back: it must still
+// be the finished file's XXH3-128, for .fits and .fits.gz, and a second write that finds the
+// frame there (skipped) reads the same from disk.
+TEST(WriteOutput, TheRecordedChecksumAndSizeAreThoseOfTheFinishedFile)
+{
+    ex2d::test::TempDir dir;
+    ex2d::service::FrameOutputs out = outputs_of_r2();
+    out.image_header.set_string("FLAVOR", "science");
+    out.options.wmin = 6000.0;
+    out.options.wmax = 6004.0;
+    out.options.dw = 0.8;
+    const ex2d::service::Actor me{"writer-test", "host", 1};
+    for (const char* name : {"frame-r2-00000042.fits", "frame-r2-00000042.fits.gz"}) {
+        out.job.output = dir.file(name);
+        MemoryLedger ledger;
+        auto written = ex2d::writer::write_output(
+            out, me, true, [] { return true; }, ledger);
+        ASSERT_TRUE(written.is_ok()) << written.status().to_string();
+        EXPECT_FALSE(written.value().skipped);
+        EXPECT_EQ(written.value().checksum, ex2d::wire::file_checksum128(out.job.output)) << name;
+        EXPECT_EQ(written.value().bytes, (long long)fs::file_size(out.job.output)) << name;
+        EXPECT_EQ(ledger.recorded.size(), 2u);
+
+        auto again = ex2d::writer::write_output(
+            out, me, true, [] { return true; }, ledger);
+        ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+        EXPECT_TRUE(again.value().skipped);
+        EXPECT_EQ(again.value().checksum, written.value().checksum) << name;
+    }
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
+}
+
 }  // namespace
 
 namespace result_message {

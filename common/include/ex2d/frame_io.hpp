@@ -6,6 +6,9 @@
 /// FLUX, IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX, SCORES with checksums,
 /// written under a temporary name and renamed, so no partial file is ever left behind.
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,9 +75,15 @@ StoredFrame to_stored_frame(const ExtractedFrame& frame, double dw);
 Status write_frame(const std::string& path, const ExtractedFrame& frame,
                    const FrameProvenance& provenance);
 
-/// The same for a frame already in its file's precision (the fleet's writer).
+/// Sees the finished file's bytes, once and in order, where the file was built in memory; not
+/// called where CFITSIO wrote the file itself (a ".gz" name without a gzip encoder). Lets the
+/// fleet's writer checksum what it wrote without reading the file back.
+using FileBytesObserver = std::function<void(const std::uint8_t* bytes, std::size_t size)>;
+
+/// The same for a frame already in its file's precision (the fleet's writer); `observer`, when
+/// set, is called with the file's bytes after they are written and before the rename.
 Status write_frame(const std::string& path, const StoredFrame& frame,
-                   const FrameProvenance& provenance);
+                   const FrameProvenance& provenance, const FileBytesObserver& observer = {});
 
 /// Writes frame.model ([model_ny][model_nx], float64 primary HDU, header = frame header).
 Status write_model_image(const std::string& path, const ExtractedFrame& frame,

@@ -472,13 +472,22 @@ bool is_gzip_name(const std::string& path)
 
 /// The FITS file built in memory, gzip-compressed for a ".gz" name, written to `tmp`.
 Status write_from_memory(const std::string& path, const std::string& tmp, std::size_t size_hint,
-                         const std::function<Status(fitsfile*)>& body)
+                         const std::function<Status(fitsfile*)>& body,
+                         const WrittenBytesObserver& observer)
 {
     EX2D_ASSIGN_OR_RETURN(MemoryFile file, build_memory_file(path, size_hint, body));
-    if (!is_gzip_name(path)) return write_new_file(path, tmp, file.data.get(), file.size);
-    EX2D_ASSIGN_OR_RETURN(ByteBuffer gz, gzip_encode(path, file.data.get(), file.size));
-    file.data.reset();
-    return write_new_file(path, tmp, gz.data.get(), gz.size);
+    const std::uint8_t* bytes = file.data.get();
+    std::size_t size = file.size;
+    ByteBuffer gz;
+    if (is_gzip_name(path)) {
+        EX2D_ASSIGN_OR_RETURN(gz, gzip_encode(path, file.data.get(), file.size));
+        file.data.reset();
+        bytes = gz.data.get();
+        size = gz.size;
+    }
+    EX2D_RETURN_NOT_OK(write_new_file(path, tmp, bytes, size));
+    if (observer) observer(bytes, size);
+    return Status::ok();
 }
 
 /// The file written by CFITSIO itself, to disk or (for a ".gz" name) through its zlib path.
@@ -536,13 +545,13 @@ Status write_bytes_atomically(const std::string& path, const std::string& bytes)
 
 Status write_atomically_from_memory(const std::string& path,
                                     const std::function<Status(fitsfile*)>& body,
-                                    std::size_t size_hint)
+                                    std::size_t size_hint, const WrittenBytesObserver& observer)
 {
     return write_then_rename(path, [&](const std::string& tmp) {
         // Without an encoder of its own, a ".gz" file is left to CFITSIO's zlib path.
         return is_gzip_name(path) && !have_gzip_encoder()
                    ? write_through_cfitsio(path, tmp, body)
-                   : write_from_memory(path, tmp, size_hint, body);
+                   : write_from_memory(path, tmp, size_hint, body, observer);
     });
 }
 

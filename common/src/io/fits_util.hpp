@@ -126,8 +126,13 @@ Status write_bytes_atomically(const std::string& path, const std::string& bytes)
 /// where the build has it, else as write_atomically does. Several times less CPU for a frame.
 /// Not for tile-compressed HDUs: CFITSIO 4.2 failed now and then to write them into a memory
 /// file ("tried to move past end of file", test_preproc_io), which files on disk never did.
+///
+/// `observer`, when set, sees the bytes written (compressed for a ".gz" name) once they are on
+/// disk and before the rename; it is not called where CFITSIO wrote the file itself.
+using WrittenBytesObserver = std::function<void(const std::uint8_t* bytes, std::size_t size)>;
 Status write_atomically_from_memory(const std::string& path,
                                     const std::function<Status(fitsfile*)>& body,
-                                    std::size_t size_hint);
+                                    std::size_t size_hint,
+                                    const WrittenBytesObserver& observer = {});
 
 }  // namespace ex2d::fits

@@ -348,7 +348,7 @@ Status write_frame(const std::string& path, const ExtractedFrame& frame,
 }
 
 Status write_frame(const std::string& path, const StoredFrame& frame,
-                   const FrameProvenance& provenance)
+                   const FrameProvenance& provenance, const FileBytesObserver& observer)
 {
     EX2D_RETURN_NOT_OK(check_flavor(path, provenance.image_header));
     EX2D_RETURN_NOT_OK(check_frame(path, frame));
@@ -358,7 +358,7 @@ Status write_frame(const std::string& path, const StoredFrame& frame,
     return fits::write_atomically_from_memory(
         path,
         [&](fitsfile* f) { return write_frame_hdus(f, path, frame, provenance, header, fibers); },
-        expected_file_bytes(frame, provenance));
+        expected_file_bytes(frame, provenance), observer);
 }
 
 Status write_model_image(const std::string& path, const ExtractedFrame& frame,

@@ -341,6 +341,12 @@ std::optional<std::uint64_t> file_checksum64(const std::string& path)
     return XXH3_64bits_digest(state.get());
 }
 
+std::string checksum128(const void* data, std::size_t size)
+{
+    const XXH128_hash_t hash = XXH3_128bits(data, size);
+    return hex64(hash.high64) + hex64(hash.low64);
+}
+
 std::optional<std::string> file_checksum128(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);

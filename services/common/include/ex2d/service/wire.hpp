@@ -118,6 +118,8 @@ std::uint64_t checksum64(const void* data, std::size_t size);
 std::string hex64(std::uint64_t value);
 /// XXH3-64 of a whole file, streamed; nullopt when it cannot be read.
 std::optional<std::uint64_t> file_checksum64(const std::string& path);
+/// XXH3-128 of a byte range as 32 hex digits (the form file_checksum128 gives).
+std::string checksum128(const void* data, std::size_t size);
 /// XXH3-128 of a whole file as 32 hex digits; nullopt when it cannot be read.
 std::optional<std::string> file_checksum128(const std::string& path);
 
