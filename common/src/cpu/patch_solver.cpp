@@ -198,37 +198,22 @@ void covariance_block(const Layout& lay, int f, PatchWorkspace& ws)
 // blocks), as its factor U = V diag(w^-1/4), Q = U U^T, held row-major in ws.q_factor.
 // Decorrelation needs all row sums of Q, a few rows times a vector and the band of Q
 // around the kept wavelengths: about a third of the work of forming Q.
-// cov_block holds the upper triangle row-major, which is the lower triangle column-major;
-// LAPACK is called column-major with a workspace kept between calls, so nothing is copied
-// or allocated per block.
+// cov_block holds the upper triangle row-major, which is the lower triangle column-major, the
+// triangle the eigen-solver reads.
 bool inverse_sqrt(int n, PatchWorkspace& ws)
 {
-    ws.eigval.resize(n);
-    if (ws.eig_size != n) {
-        double work_query = 0;
-        int iwork_query = 0;
-        if (lapack::dsyevd('V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(), &work_query, -1,
-                           &iwork_query, -1) != 0) {
-            return false;
-        }
-        ws.eig_work.resize(size_t(work_query));
-        ws.eig_iwork.resize(size_t(iwork_query));
-        ws.eig_size = n;
-    }
-    if (lapack::dsyevd('V', 'L', n, ws.cov_block.data(), n, ws.eigval.data(), ws.eig_work.data(),
-                       int(ws.eig_work.size()), ws.eig_iwork.data(),
-                       int(ws.eig_iwork.size())) != 0) {
-        return false;
-    }
-    const double max_eig = *std::max_element(ws.eigval.begin(), ws.eigval.end());
+    if (!ws.eigen.decompose(n, ws.cov_block.data())) return false;
+    const double* eigval = ws.eigen.eigenvalues();
+    const double max_eig = *std::max_element(eigval, eigval + n);
     if (!(max_eig > 0)) return false;
     const double floor_eig = SolverConstants::eig_clip * max_eig;
-    // U = V diag(w^-1/4), so Q = U U^T = V diag(w^-1/2) V^T; eigenvector k is column k of
-    // cov_block (column-major), and row i of U is contiguous in q_factor.
+    // U = V diag(w^-1/4), so Q = U U^T = V diag(w^-1/2) V^T; eigenvector k is column k of the
+    // solver's column-major matrix, and row i of U is contiguous in q_factor.
+    const double* vectors = ws.eigen.eigenvectors();
     ws.q_factor.resize(size_t(n) * n);
     for (int k = 0; k < n; ++k) {
-        const double scale = 1.0 / std::sqrt(std::sqrt(std::max(ws.eigval[k], floor_eig)));
-        const double* v = &ws.cov_block[size_t(k) * n];
+        const double scale = 1.0 / std::sqrt(std::sqrt(std::max(eigval[k], floor_eig)));
+        const double* v = &vectors[size_t(k) * n];
         for (int i = 0; i < n; ++i) ws.q_factor[size_t(i) * n + k] = v[i] * scale;
     }
     return true;
