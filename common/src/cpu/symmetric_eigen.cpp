@@ -38,12 +38,7 @@ const double* SymmetricEigenSolver::eigenvectors() const
 
 const char* SymmetricEigenSolver::implementation()
 {
-#define EX2D_STRINGIFY2(x) #x
-#define EX2D_STRINGIFY(x) EX2D_STRINGIFY2(x)
-    return "Eigen " EX2D_STRINGIFY(EIGEN_WORLD_VERSION) "." EX2D_STRINGIFY(
-        EIGEN_MAJOR_VERSION) "." EX2D_STRINGIFY(EIGEN_MINOR_VERSION);
-#undef EX2D_STRINGIFY
-#undef EX2D_STRINGIFY2
+    return "Eigen SelfAdjointEigenSolver";
 }
 
 #else

@@ -27,7 +27,7 @@ public:
     const double* eigenvalues() const;
     const double* eigenvectors() const;
 
-    /// "Eigen 3.4.0" or "LAPACK dsyevd": what this build decomposes with.
+    /// "Eigen SelfAdjointEigenSolver" or "LAPACK dsyevd": what this build decomposes with.
     static const char* implementation();
 
 private:

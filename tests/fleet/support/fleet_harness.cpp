@@ -58,14 +58,14 @@ int run_to_completion(const std::vector<std::string>& argv, const std::string& l
     return code;
 }
 
+}  // namespace
+
 std::string expid8(int expid)
 {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%08d", expid);
     return buf;
 }
-
-}  // namespace
 
 bool eventually(double timeout_s, const std::function<bool()>& predicate)
 {

@@ -147,6 +147,9 @@ private:
 /// Temporary files (".tmp-" or ".replaced-") anywhere under `dir`.
 int temporaries_under(const std::string& dir);
 
+/// An exposure id as the fleet writes it in job ids, keys and paths: eight digits.
+std::string expid8(int expid);
+
 /// Waits until `predicate` holds, polling every 50 ms; false after `timeout_s`.
 bool eventually(double timeout_s, const std::function<bool()>& predicate);
 
