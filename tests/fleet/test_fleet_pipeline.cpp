@@ -115,10 +115,14 @@ TEST(FleetPipeline, SharedMemoryAndSocketsCarryTheSameFrames)
     EXPECT_EQ(shared.done, 6);
     expect_matches_extract(fleet, 21, preprocs[21]);
     expect_matches_extract(fleet, 22, preprocs[22]);
-    // The worker's first two credits lend no slot (no frame size is known yet); every later
-    // frame, and every result (the OFFER gives its size), goes through a slot.
-    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=socket"), 2);
-    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=shm"), 4);
+    // Credits sent before the first frame reaches the worker lend no slot (no frame size is
+    // known yet): the first frame and at most one more, as one of the two may have come back
+    // idle (reader.credit_hold_ms) and gone out again after it. Every later frame, and every
+    // result (the OFFER gives its size), goes through a slot.
+    const int frames_over_socket = fleet.count_log_lines("frame sent to worker via=socket");
+    EXPECT_GE(frames_over_socket, 1);
+    EXPECT_LE(frames_over_socket, 2);
+    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=shm"), 6 - frames_over_socket);
     EXPECT_EQ(fleet.count_log_lines("result sent via=shm"), 6);
     EXPECT_EQ(fleet.count_log_lines("dropped"), 0);
 
