@@ -135,14 +135,21 @@ void compute_stamp(const GaussHermitePsf& psf, double x, double y, double sigx, 
             row_coef[iy * dx + i] = s;
         }
     }
+    // Each pixel sums its dx terms in order i = 0..dx-1, as a dot product would; the loop
+    // over the row's pixels is innermost so that it vectorises.
     double total = 0;
     for (int iy = 0; iy < ny; ++iy) {
+        double* row = stamp + iy * nx;
+        const double* coef = row_coef + iy * dx;
+        for (int ix = 0; ix < nx; ++ix) row[ix] = coef[0] * px[ix];
+        for (int i = 1; i < dx; ++i) {
+            const double c = coef[i];
+            const double* p = px + i * nx;
+            for (int ix = 0; ix < nx; ++ix) row[ix] += c * p[ix];
+        }
         for (int ix = 0; ix < nx; ++ix) {
-            double v = 0;
-            for (int i = 0; i < dx; ++i) v += row_coef[iy * dx + i] * px[i * nx + ix];
-            v = v > 0 ? v : 0.0;
-            stamp[iy * nx + ix] = v;
-            total += v;
+            row[ix] = row[ix] > 0 ? row[ix] : 0.0;
+            total += row[ix];
         }
     }
     const double norm = total > 0 ? 1.0 / total : 0.0;
