@@ -23,9 +23,10 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 void dgemv_(const char* trans, const int* m, const int* n, const double* alpha, const double* a,
             const int* lda, const double* x, const int* incx, const double* beta, double* y,
             const int* incy, std::size_t trans_len);
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info,
-             std::size_t jobz_len, std::size_t uplo_len);
+void dsytrd_(const char* uplo, const int* n, double* a, const int* lda, double* d, double* e,
+             double* tau, double* work, const int* lwork, int* info, std::size_t uplo_len);
+void dorgtr_(const char* uplo, const int* n, double* a, const int* lda, const double* tau,
+             double* work, const int* lwork, int* info, std::size_t uplo_len);
 void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
             double* work, const int* lwork, int* info, std::size_t jobz_len, std::size_t uplo_len);
 void dpbtrf_(const char* uplo, const int* n, const int* kd, double* ab, const int* ldab, int* info,
@@ -60,12 +61,21 @@ inline void dgemv(char trans, int m, int n, double alpha, const double* a, int l
     dgemv_(&trans, &m, &n, &alpha, a, &lda, x, &one, &beta, y, &one, 1);
 }
 
-/// Eigen-decomposition by divide and conquer; lwork = liwork = -1 queries the workspace.
-inline int dsyevd(char jobz, char uplo, int n, double* a, int lda, double* w, double* work,
-                  int lwork, int* iwork, int liwork)
+/// Reduction of a symmetric matrix to tridiagonal form, A = Q T Q^T (T's diagonal in d, its
+/// off-diagonal in e, Q as reflectors in a and tau); lwork = -1 queries the workspace.
+inline int dsytrd(char uplo, int n, double* a, int lda, double* d, double* e, double* tau,
+                  double* work, int lwork)
 {
     int info = 0;
-    dsyevd_(&jobz, &uplo, &n, a, &lda, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    dsytrd_(&uplo, &n, a, &lda, d, e, tau, work, &lwork, &info, 1);
+    return info;
+}
+
+/// Q of dsytrd's reduction, formed in place of the reflectors; lwork = -1 queries.
+inline int dorgtr(char uplo, int n, double* a, int lda, const double* tau, double* work, int lwork)
+{
+    int info = 0;
+    dorgtr_(&uplo, &n, a, &lda, tau, work, &lwork, &info, 1);
     return info;
 }
 

@@ -203,7 +203,7 @@ bool all_finite(const double* x, size_t n)
 // Z = L^-1 E_s (solve_unit_columns, from the rows of L in ws.factor_rows). Column w of Z is
 // zero above row w*nfiber + f, so Z^T Z is summed over blocks of rows, each over the columns
 // its last row has started: about a third of the flops of one rank-k update over all of Z.
-void covariance_block(const Layout& lay, int f, PatchWorkspace& ws)
+void covariance_block(const Layout& lay, int f, PatchWorkspace& ws, double* block)
 {
     const int m = lay.nunknown, nw = lay.nwave, nf = lay.nfiber;
     const int ldz = (nw + kBandSolveChunk - 1) / kBandSolveChunk * kBandSolveChunk;
@@ -211,36 +211,35 @@ void covariance_block(const Layout& lay, int f, PatchWorkspace& ws)
     const int block_rows = kRowsPerBlock * nf;
     ws.z.resize(size_t(m) * ldz);
     solve_unit_columns(ws.factor_rows, f, nf, nw, block_rows, ws.z.data(), ldz);
-    ws.cov_block.assign(size_t(nw) * nw, 0.0);
+    std::fill_n(block, size_t(nw) * nw, 0.0);
     for (int k0 = f; k0 < m; k0 += block_rows) {
         const int k1 = std::min(m, k0 + block_rows);
         // Rows k0..k1 of Z (row-major, ldz) are, column-major, an n x k matrix Z_cm; the
         // row-major upper triangle of Z^T Z is the column-major lower one of Z_cm Z_cm^T.
         lapack::dsyrk('L', 'N', active_columns(k1 - 1), k1 - k0, 1.0, &ws.z[size_t(k0) * ldz], ldz,
-                      1.0, ws.cov_block.data(), nw);
+                      1.0, block, nw);
     }
 }
 
 // Q = (C_ss)^-1/2 with eigenvalues clipped at 1e-14 * max (B&S eqs. 10-19, "signal"
-// blocks), as its factor U = V diag(w^-1/4), Q = U U^T, held row-major in ws.q_factor.
-// Decorrelation needs all row sums of Q, a few rows times a vector and the band of Q
-// around the kept wavelengths: about a third of the work of forming Q.
-// cov_block holds the upper triangle row-major, which is the lower triangle column-major, the
-// triangle the eigen-solver reads.
-bool inverse_sqrt(int n, PatchWorkspace& ws)
+// blocks), as its factor U = V diag(w^-1/4), Q = U U^T, held row-major in ws.q_factor, from
+// block `block` of the last decomposition. Decorrelation needs all row sums of Q, a few rows
+// times a vector and the band of Q around the kept wavelengths: about a third of the work of
+// forming Q.
+bool inverse_sqrt(int n, int block, PatchWorkspace& ws)
 {
-    if (!ws.eigen.decompose(n, ws.cov_block.data())) return false;
-    const double* eigval = ws.eigen.eigenvalues();
+    const double* eigval = ws.eigen.eigenvalues(block);
     const double max_eig = *std::max_element(eigval, eigval + n);
     if (!(max_eig > 0)) return false;
     const double floor_eig = SolverConstants::eig_clip * max_eig;
     // U = V diag(w^-1/4), so Q = U U^T = V diag(w^-1/2) V^T; eigenvector k is column k of the
     // solver's column-major matrix, and row i of U is contiguous in q_factor.
-    const double* vectors = ws.eigen.eigenvectors();
+    const double* vectors = ws.eigen.eigenvectors(block);
+    const int stride = ws.eigen.vector_stride();
     ws.q_factor.resize(size_t(n) * n);
     for (int k = 0; k < n; ++k) {
         const double scale = 1.0 / std::sqrt(std::sqrt(std::max(eigval[k], floor_eig)));
-        const double* v = &vectors[size_t(k) * n];
+        const double* v = &vectors[size_t(k) * stride];
         for (int i = 0; i < n; ++i) ws.q_factor[size_t(i) * n + k] = v[i] * scale;
     }
     return true;
@@ -301,11 +300,22 @@ SolveOutcome solve_and_decorrelate(const PatchGeometry& patch, const Layout& lay
 
     const int nd = lay.ny / 2, ndiag = 2 * nd + 1, nw = lay.nwave, nf = lay.nfiber;
     const int ncore_f = patch.ncore_fiber(), ncore_w = patch.ncore_wave;
+    // The core fibres' blocks, each holding its upper triangle row-major, which is the lower
+    // triangle column-major that the eigen-solver reads; decomposed together.
+    ws.cov_blocks.resize(size_t(ncore_f) * nw * nw);
+    for (int cf = 0; cf < ncore_f; ++cf) {
+        covariance_block(lay, patch.core_fiber_begin + cf - patch.fiber_begin, ws,
+                         &ws.cov_blocks[size_t(cf) * nw * nw]);
+    }
+    clock.charge(times.solve);
+    if (!ws.eigen.decompose(nw, ncore_f, ws.cov_blocks.data())) {
+        return {false, "covariance block's eigen-decomposition did not converge"};
+    }
     for (int cf = 0; cf < ncore_f; ++cf) {
         const int f = patch.core_fiber_begin + cf - patch.fiber_begin;
-        covariance_block(lay, f, ws);
-        clock.charge(times.solve);
-        if (!inverse_sqrt(nw, ws)) return {false, "covariance block has no positive eigenvalue"};
+        if (!inverse_sqrt(nw, cf, ws)) {
+            return {false, "covariance block has no positive eigenvalue"};
+        }
         // B&S eqs. 12-13: R = diag(1/s) Q with s the row sums of Q; f~ = R f = diag(1/s) Q f.
         ws.ones.assign(nw, 1.0);
         apply_q(nw, ws, ws.ones.data(), 1, ws.row_sums);

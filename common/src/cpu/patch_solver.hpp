@@ -30,11 +30,11 @@ struct PatchWorkspace {
     std::vector<double> band;       // iCov, then its factor; LAPACK lower band, (kd+1) x nunknown
     std::vector<double> couplings;  // (u, v, value) triplets before kd is known
     std::vector<int> coupling_pairs;
-    std::vector<double> z, cov_block, row_sums;
-    std::vector<double> q_factor;  // U with Q = U U^T, row-major
+    std::vector<double> z, cov_blocks, row_sums;  // cov_blocks: [core fibre][nwave^2]
+    std::vector<double> q_factor;                 // U with Q = U U^T, row-major
     std::vector<double> q_scratch, ones, q_times_flux;
     BandRows factor_rows;        // rows of iCov's Cholesky factor, for the solves of Z
-    SymmetricEigenSolver eigen;  // decomposes cov_block
+    SymmetricEigenSolver eigen;  // decomposes cov_blocks
     std::vector<double> model, chi2, chi2_weight;
     std::vector<int> wave_row_min, wave_row_suffix_min;
 };

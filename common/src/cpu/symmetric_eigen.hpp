@@ -2,10 +2,11 @@
 #pragma once
 
 // Eigen-decompositions of the small symmetric covariance blocks of the decorrelation (B&S eqs.
-// 10-19; 74 x 74 on desi_proc's grids, 23,500 an r frame). Eigen's solver (tridiagonal
-// reduction, then implicit QR with the rotations applied to contiguous columns) takes about half
-// the time of LAPACK's divide and conquer (dsyevd) at this size; builds without Eigen call
-// dsyevd. Both give Q = C^-1/2 to ~1e-13 of its largest entry.
+// 10-19; 74 x 74 on desi_proc's grids, five a patch, 23,500 an r frame), a patch's blocks
+// together. Each block is reduced to tridiagonal form (Eigen's Tridiagonalization where the
+// build has Eigen, LAPACK's dsytrd and dorgtr otherwise), then all of them go through one
+// batched implicit QR (tridiagonal_qr.hpp). Q = C^-1/2 agrees with LAPACK's dsyev to ~1e-13
+// of its largest entry.
 
 #include <memory>
 
@@ -18,16 +19,22 @@ public:
     SymmetricEigenSolver(SymmetricEigenSolver&&) noexcept;
     SymmetricEigenSolver& operator=(SymmetricEigenSolver&&) noexcept;
 
-    /// Decomposes the n x n symmetric matrix whose lower triangle `lower` holds (column-major,
-    /// leading dimension n; the strict upper triangle is not read). False when the solver does
-    /// not converge. Workspace is kept between calls of the same n.
-    bool decompose(int n, const double* lower);
-    /// Of the last decomposition: n eigenvalues in ascending order, and the eigenvectors as the
-    /// columns of an n x n column-major matrix, column k belonging to eigenvalue k.
-    const double* eigenvalues() const;
-    const double* eigenvectors() const;
+    /// Decomposes `count` n x n symmetric matrices; matrix i's lower triangle is read from
+    /// lowers + i n^2 (column-major, leading dimension n; the strict upper triangle is not
+    /// read). True when every one converged. Workspace is kept between calls.
+    bool decompose(int n, int count, const double* lowers);
+    /// One matrix: decompose(n, 1, lower).
+    bool decompose(int n, const double* lower) { return decompose(n, 1, lower); }
 
-    /// "Eigen SelfAdjointEigenSolver" or "LAPACK dsyevd": what this build decomposes with.
+    /// Of the last decomposition, matrix i: whether it converged; its n eigenvalues in
+    /// ascending order; its eigenvectors as the columns of a column-major matrix with leading
+    /// dimension vector_stride(), column k belonging to eigenvalue k.
+    bool converged(int i) const;
+    const double* eigenvalues(int i = 0) const;
+    const double* eigenvectors(int i = 0) const;
+    int vector_stride() const;
+
+    /// What this build reduces with, and that the QR is batched.
     static const char* implementation();
 
 private:
