@@ -23,9 +23,10 @@ namespace {
 
 // DESI's CPU code (gpu_specter on NumPy/OpenBLAS, one thread), measured side by side on this
 // kind of machine: about 20 core-seconds per 25-fibre r bundle over the full r grid, 400 per
-// r frame. The goal is 20x (20 core-seconds per frame), the stretch 40x (10).
+// r frame. The goal of the second CPU step is 10 core-seconds per frame, the stretch 8.
 constexpr double kAnchorCoreSecondsPerRFrame = 400.0;
-constexpr double kGoalCoreSecondsPerRFrame = 20.0;
+constexpr double kGoalCoreSecondsPerRFrame = 10.0;
+constexpr double kStretchCoreSecondsPerRFrame = 8.0;
 
 // gpu_specter on one A100: about 25 GPU-seconds per frame (575 frames per node-hour on 4
 // A100s, Margala et al. 2021), the CUDA issue's anchor.
@@ -235,10 +236,12 @@ void print_host_summary(const TimedRuns& runs, double rss_before_extraction, dou
                 3600.0 / (runs.wall * frame_scale));
     std::printf(
         "  vs DESI CPU anchor     %.1fx less core time than ~%.0f core-s per r frame "
-        "(goal %.0f core-s: %s)\n",
+        "(goal %.0f core-s: %s; stretch %.0f: %s)\n",
         kAnchorCoreSecondsPerRFrame / (cpu * frame_scale), kAnchorCoreSecondsPerRFrame,
         kGoalCoreSecondsPerRFrame,
-        cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met");
+        cpu * frame_scale <= kGoalCoreSecondsPerRFrame ? "met" : "not met",
+        kStretchCoreSecondsPerRFrame,
+        cpu * frame_scale <= kStretchCoreSecondsPerRFrame ? "met" : "not met");
 }
 
 void print_summary(const BenchArgs& args, const TimedRuns& runs, const WrittenAccuracy& accuracy,

@@ -45,7 +45,8 @@ ChunkSolver::ChunkSolver(const CudaResources& resources, MemoryLedger& ledger)
     // cuBLAS would otherwise allocate its workspace outside the ledger; 32 MiB is what its
     // documentation recommends for Hopper.
     blas_workspace_.reserve(kBlasWorkspaceBytes, ledger_);
-    EX2D_CUDA_CHECK(cublasSetWorkspace(res_.blas(), blas_workspace_.data(), kBlasWorkspaceBytes));
+    EX2D_CUDA_CHECK(cuda_libraries().cublasSetWorkspace(res_.blas(), blas_workspace_.data(),
+                                                        kBlasWorkspaceBytes));
 }
 
 EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
@@ -57,7 +58,7 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
     const long long batches[2] = {64LL * layout.ncore, 128LL * layout.ncore};
     std::size_t device_bytes[2] = {0, 0}, host_bytes = 0;
     for (int i = 0; i < 2; ++i) {
-        const cusolverStatus_t status = cusolverDnXsyevBatched_bufferSize(
+        const cusolverStatus_t status = cuda_libraries().cusolverDnXsyevBatched_bufferSize(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
             nw, CUDA_R_64F, probe.data(), nw, CUDA_R_64F, probe.data() + std::size_t(nw) * nw,
             CUDA_R_64F, &device_bytes[i], &host_bytes, batches[i]);
@@ -65,7 +66,7 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
             // This cuSOLVER has no batched eigen-solver for blocks of this size: fall back to
             // one syevd per block (correct, slower), and say so.
             batched_eigen_ = false;
-            EX2D_CUDA_CHECK(cusolverDnDsyevd_bufferSize(
+            EX2D_CUDA_CHECK(cuda_libraries().cusolverDnDsyevd_bufferSize(
                 res_.solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw, probe.data(),
                 nw, probe.data() + std::size_t(nw) * nw, &eigen_lwork_));
             logger()->warn(
@@ -127,7 +128,7 @@ void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan, std
 
     if (batched_eigen_) {
         std::size_t host_bytes = 0;
-        EX2D_CUDA_CHECK(cusolverDnXsyevBatched_bufferSize(
+        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched_bufferSize(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
             layout.nwave, CUDA_R_64F, cblock_.data(), layout.nwave, CUDA_R_64F, eigval_.data(),
             CUDA_R_64F, &eigen_device_bytes_, &host_bytes, seg.nblock));
@@ -254,7 +255,7 @@ void ChunkSolver::decompose_blocks(long long nblock)
     const ChunkBuffers b = buffers(0);
     if (batched_eigen_) {
         std::size_t device_bytes = 0, host_bytes = 0;
-        EX2D_CUDA_CHECK(cusolverDnXsyevBatched_bufferSize(
+        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched_bufferSize(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
             nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, &device_bytes,
             &host_bytes, nblock));
@@ -268,14 +269,14 @@ void ChunkSolver::decompose_blocks(long long nblock)
             if (host_bytes > eigen_host_work_.size()) eigen_host_work_.resize(host_bytes);
             eigen_device_bytes_ = std::max(eigen_device_bytes_, device_bytes);
         }
-        EX2D_CUDA_CHECK(cusolverDnXsyevBatched(
+        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
             nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, eigen_work_.data(),
             device_bytes, eigen_host_work_.data(), host_bytes, b.eig_info, nblock));
         return;
     }
     for (long long k = 0; k < nblock; ++k) {
-        EX2D_CUDA_CHECK(cusolverDnDsyevd(
+        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnDsyevd(
             res_.solver(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
             b.cblock + k * nw * nw, nw, b.eigval + k * nw,
             reinterpret_cast<double*>(eigen_work_.data()), eigen_lwork_, b.eig_info + k));
@@ -346,21 +347,21 @@ void ChunkSolver::factor_and_solve(const ChunkBuffers& b, int* solve_info, Stage
     // B&S eq. 4 by Cholesky: iCov = L L^T, x = iCov^-1 y, and Z = L^-1 E so that the
     // diagonal blocks of C = iCov^-1 are C_ss = Z_s^T Z_s (no full inverse is formed).
     // Marks 5-9 time each library call for the benchmark's per-call split.
-    EX2D_CUDA_CHECK(cusolverDnDpotrfBatched(res_.solver(), CUBLAS_FILL_MODE_LOWER, n,
-                                            const_cast<double**>(icov_ptrs), n, b.factor_info,
-                                            npatch));
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnDpotrfBatched(res_.solver(), CUBLAS_FILL_MODE_LOWER,
+                                                             n, const_cast<double**>(icov_ptrs), n,
+                                                             b.factor_info, npatch));
     launch_mark_factor_failures(b, stream);
     events.mark(5, stream);
-    EX2D_CUDA_CHECK(cusolverDnDpotrsBatched(res_.solver(), CUBLAS_FILL_MODE_LOWER, n, 1,
-                                            const_cast<double**>(icov_ptrs), n,
-                                            const_cast<double**>(x_ptrs), n, solve_info, npatch));
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnDpotrsBatched(
+        res_.solver(), CUBLAS_FILL_MODE_LOWER, n, 1, const_cast<double**>(icov_ptrs), n,
+        const_cast<double**>(x_ptrs), n, solve_info, npatch));
     launch_unit_columns(layout_, b, stream);
     events.mark(6, stream);
-    EX2D_CUDA_CHECK(cublasDtrsmBatched(
+    EX2D_CUDA_CHECK(cuda_libraries().cublasDtrsmBatched(
         res_.blas(), CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n,
         ncol, &kOne, const_cast<const double* const*>(icov_ptrs), n, z_ptrs, n, npatch));
     events.mark(7, stream);
-    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(
+    EX2D_CUDA_CHECK(cuda_libraries().cublasDgemmStridedBatched(
         res_.blas(), CUBLAS_OP_T, CUBLAS_OP_N, nw, nw, n, &kOne, b.z, n, (long long)n * nw, b.z, n,
         (long long)n * nw, &kZero, b.cblock, nw, (long long)nw * nw, nblock));
 }
@@ -373,7 +374,7 @@ void ChunkSolver::decorrelate(const ChunkBuffers& b, long long nblock, StageEven
     decompose_blocks(nblock);
     events.mark(8, stream);
     launch_scale_eigenvectors(layout_, b, stream);
-    EX2D_CUDA_CHECK(cublasDgemmStridedBatched(
+    EX2D_CUDA_CHECK(cuda_libraries().cublasDgemmStridedBatched(
         res_.blas(), CUBLAS_OP_N, CUBLAS_OP_T, nw, nw, nw, &kOne, b.cblock, nw, (long long)nw * nw,
         b.cblock, nw, (long long)nw * nw, &kZero, b.qblock, nw, (long long)nw * nw, nblock));
     events.mark(9, stream);

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 
+#include "cuda_libraries.hpp"
+
 namespace ex2d::cuda {
 
 [[noreturn]] void throw_call_error(const char* call, const char* error, const char* file, int line);
@@ -24,7 +26,7 @@ inline void check_call(cudaError_t status, const char* call, const char* file, i
 inline void check_call(cublasStatus_t status, const char* call, const char* file, int line)
 {
     if (status != CUBLAS_STATUS_SUCCESS)
-        throw_call_error(call, cublasGetStatusString(status), file, line);
+        throw_call_error(call, cuda_libraries().cublasGetStatusString(status), file, line);
 }
 
 inline void check_call(cusolverStatus_t status, const char* call, const char* file, int line)

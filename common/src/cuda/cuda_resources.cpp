@@ -24,17 +24,26 @@ void CudaResources::create()
     EX2D_CUDA_CHECK(cudaGetDeviceProperties(&props, device_));
     device_name_ = props.name;
     EX2D_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    EX2D_CUDA_CHECK(cublasCreate(&blas_));
-    EX2D_CUDA_CHECK(cublasSetStream(blas_, stream_));
-    EX2D_CUDA_CHECK(cusolverDnCreate(&solver_));
-    EX2D_CUDA_CHECK(cusolverDnSetStream(solver_, stream_));
+    EX2D_CUDA_CHECK(cuda_libraries().cublasCreate(&blas_));
+    EX2D_CUDA_CHECK(cuda_libraries().cublasSetStream(blas_, stream_));
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnCreate(&solver_));
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnSetStream(solver_, stream_));
     // Bit-identical results for identical inputs, as the CPU backend gives.
-    EX2D_CUDA_CHECK(cusolverDnSetDeterministicMode(solver_, CUSOLVER_DETERMINISTIC_RESULTS));
-    EX2D_CUDA_CHECK(cusolverDnCreateParams(&solver_params_));
-    // One algorithm for the batched eigen-solver, so that its results do not depend on a
-    // choice cuSOLVER could make differently from run to run.
     EX2D_CUDA_CHECK(
-        cusolverDnSetAdvOptions(solver_params_, CUSOLVERDN_SYEVBATCHED, CUSOLVER_ALG_1));
+        cuda_libraries().cusolverDnSetDeterministicMode(solver_, CUSOLVER_DETERMINISTIC_RESULTS));
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnCreateParams(&solver_params_));
+    // One algorithm for the batched eigen-solver, so that its results do not depend on a
+    // choice cuSOLVER could make differently from run to run. cuSOLVER 12.0 (CUDA 13.0)
+    // answers INVALID_VALUE for every algorithm of this function (seen on the build machine,
+    // without a device): its default is kept, and determinism rests on the mode set above.
+    const cusolverStatus_t algorithm = cuda_libraries().cusolverDnSetAdvOptions(
+        solver_params_, CUSOLVERDN_SYEVBATCHED, CUSOLVER_ALG_1);
+    if (algorithm == CUSOLVER_STATUS_INVALID_VALUE) {
+        logger()->info(
+            "cuSOLVER takes no algorithm for the batched eigen-solver; its default is used");
+    } else {
+        EX2D_CUDA_CHECK(algorithm);
+    }
 }
 
 CudaResources::~CudaResources()
@@ -45,13 +54,14 @@ CudaResources::~CudaResources()
 void CudaResources::release() noexcept
 {
     // Failures here are logged, not raised: this runs in the destructor.
-    if (solver_params_ && cusolverDnDestroyParams(solver_params_) != CUSOLVER_STATUS_SUCCESS) {
+    if (solver_params_ &&
+        cuda_libraries().cusolverDnDestroyParams(solver_params_) != CUSOLVER_STATUS_SUCCESS) {
         logger()->error("cusolverDnDestroyParams failed");
     }
-    if (solver_ && cusolverDnDestroy(solver_) != CUSOLVER_STATUS_SUCCESS) {
+    if (solver_ && cuda_libraries().cusolverDnDestroy(solver_) != CUSOLVER_STATUS_SUCCESS) {
         logger()->error("cusolverDnDestroy failed");
     }
-    if (blas_ && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
+    if (blas_ && cuda_libraries().cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
         logger()->error("cublasDestroy failed");
     if (stream_) {
         const cudaError_t status = cudaStreamDestroy(stream_);
