@@ -173,9 +173,33 @@ double LegendreTable::eval(int fiber, double wave) const
 
 void LegendreTable::eval_many(int fiber, const double* waves, int nwave, double* out) const
 {
+    // legendre_sum's recurrence for a block of wavelengths at once, the wavelength loop
+    // innermost so that it vectorises (the division of each step would otherwise wait on the
+    // one before); every value goes through the same operations in the same order.
+    constexpr int kBlock = 64;
     const double* c = coef.data() + size_t(fiber) * ncoef;
-    for (int w = 0; w < nwave; ++w)
-        out[w] = legendre_sum(c, ncoef, reduced_wavelength(*this, waves[w]));
+    double u[kBlock], p_prev[kBlock], p[kBlock], sum[kBlock];
+    for (int w0 = 0; w0 < nwave; w0 += kBlock) {
+        const int nb = std::min(kBlock, nwave - w0);
+        for (int i = 0; i < nb; ++i) {
+            u[i] = reduced_wavelength(*this, waves[w0 + i]);
+            p_prev[i] = 1.0;
+            p[i] = u[i];
+            sum[i] = c[0];
+        }
+        if (ncoef > 1) {
+            for (int i = 0; i < nb; ++i) sum[i] += c[1] * p[i];
+        }
+        for (int k = 1; k + 1 < ncoef; ++k) {
+            for (int i = 0; i < nb; ++i) {
+                const double next = ((2 * k + 1) * u[i] * p[i] - k * p_prev[i]) / (k + 1);
+                p_prev[i] = p[i];
+                p[i] = next;
+                sum[i] += c[k + 1] * next;
+            }
+        }
+        std::copy(sum, sum + nb, out + w0);
+    }
 }
 
 const LegendreTable& GaussHermitePsf::param(const std::string& name) const
