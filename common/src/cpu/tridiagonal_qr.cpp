@@ -160,6 +160,10 @@ void tridiagonal_qr(TridiagonalSystem* systems, int count, std::vector<double>& 
 {
     int largest = 0;
     for (int i = 0; i < count; ++i) largest = std::max(largest, systems[i].n);
+    if (largest == 0) {
+        for (int i = 0; i < count; ++i) systems[i].converged = true;  // nothing to decompose
+        return;
+    }
     scratch.resize(size_t(2) * size_t(count) * size_t(largest));
     std::vector<Chase> chases(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
