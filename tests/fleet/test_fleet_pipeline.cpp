@@ -147,7 +147,7 @@ TEST(FleetPipeline, SharedMemoryAndSocketsCarryTheSameFrames)
     expect_clean(sockets, "fleet shm, then sockets");
     EXPECT_EQ(sockets.done, 9);
     expect_matches_extract(fleet, 23, preprocs[23]);
-    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=socket"), 2 + 3);
+    EXPECT_EQ(fleet.count_log_lines("frame sent to worker via=socket"), frames_over_socket + 3);
     EXPECT_EQ(fleet.count_log_lines("result sent via=socket"), 3);
     EXPECT_EQ(fleet.count_log_lines("removed 2 shared-memory slot(s)"), 1) << "writer-2's sweep";
     EXPECT_EQ(slot_files(fleet.shm_dir()), 1U) << "writer-2's one slot, returned each time";

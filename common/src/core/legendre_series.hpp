@@ -12,7 +12,13 @@
 
 namespace ex2d::detail {
 
-/// sum_k c[k] P_k(u) by the three-term recurrence (k+1) P_{k+1} = (2k+1) u P_k - k P_{k-1}.
+/// P_{k+1}(u) from P_k = p and P_{k-1} = p_prev: (k+1) P_{k+1} = (2k+1) u P_k - k P_{k-1}.
+EX2D_HOST_DEVICE inline double legendre_next(int k, double u, double p, double p_prev)
+{
+    return ((2 * k + 1) * u * p - k * p_prev) / (k + 1);
+}
+
+/// sum_k c[k] P_k(u) by the three-term recurrence (legendre_next).
 EX2D_HOST_DEVICE inline double legendre_sum(const double* c, int ncoef, double u)
 {
     double p_prev = 1.0;
@@ -21,7 +27,7 @@ EX2D_HOST_DEVICE inline double legendre_sum(const double* c, int ncoef, double u
     double p = u;
     sum += c[1] * p;
     for (int k = 1; k + 1 < ncoef; ++k) {
-        const double p_next = ((2 * k + 1) * u * p - k * p_prev) / (k + 1);
+        const double p_next = legendre_next(k, u, p, p_prev);
         p_prev = p;
         p = p_next;
         sum += c[k + 1] * p;

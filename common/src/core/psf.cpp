@@ -192,7 +192,7 @@ void LegendreTable::eval_many(int fiber, const double* waves, int nwave, double*
         }
         for (int k = 1; k + 1 < ncoef; ++k) {
             for (int i = 0; i < nb; ++i) {
-                const double next = ((2 * k + 1) * u[i] * p[i] - k * p_prev[i]) / (k + 1);
+                const double next = detail::legendre_next(k, u[i], p[i], p_prev[i]);
                 p_prev[i] = p[i];
                 p[i] = next;
                 sum[i] += c[k + 1] * next;

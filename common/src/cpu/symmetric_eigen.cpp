@@ -18,7 +18,8 @@ namespace ex2d::cpu {
 struct SymmetricEigenSolver::State {
     int n = 0, count = 0, stride = 0;
     // Matrix i: values[i n ..], off_diagonal[i n ..], vectors[i stride n ..].
-    std::vector<double> values, off_diagonal, vectors, rotations;
+    std::vector<double> values, off_diagonal, vectors;
+    TridiagonalQrWorkspace qr;
     std::vector<TridiagonalSystem> systems;
 #ifdef EX2D_HAVE_EIGEN
     std::vector<Eigen::Tridiagonalization<Eigen::MatrixXd>> reducers;
@@ -111,7 +112,7 @@ bool SymmetricEigenSolver::decompose(int n, int count, const double* lowers)
                                                       false};
     }
     if (!reduced) return false;
-    tridiagonal_qr(s.systems.data(), count, s.rotations);
+    tridiagonal_qr(s.systems.data(), count, s.qr);
     bool all = true;
     for (int i = 0; i < count; ++i) {
         if (s.systems[std::size_t(i)].converged) {

@@ -14,9 +14,11 @@ namespace {
 // LAPACK's limit on QR sweeps, per row of the matrix.
 constexpr int kMaxSweepsPerRow = 30;
 
+}  // namespace
+
 // Where one system stands. Rows start..end are the unreduced block being chased; (x, z) is
 // the pair the next rotation, k, brings to (r, 0).
-struct Chase {
+struct TridiagonalQrWorkspace::Chase {
     TridiagonalSystem* system = nullptr;
     double* cosines = nullptr;  // this sweep's rotations, one per k in start..end-1
     double* sines = nullptr;
@@ -25,6 +27,13 @@ struct Chase {
     int scale_exponent = 0;  // the matrix was scaled by 2^-scale_exponent
     bool active = false;
 };
+
+TridiagonalQrWorkspace::TridiagonalQrWorkspace() = default;
+TridiagonalQrWorkspace::~TridiagonalQrWorkspace() = default;
+
+namespace {
+
+using Chase = TridiagonalQrWorkspace::Chase;
 
 // Scales the matrix by a power of two (exact) so that its largest entry is below 1: the
 // rotations then form x^2 + z^2 without overflow and without the cost of std::hypot. False
@@ -156,8 +165,9 @@ void apply_sweep(const Chase& ch)
 
 }  // namespace
 
-void tridiagonal_qr(TridiagonalSystem* systems, int count, std::vector<double>& scratch)
+void tridiagonal_qr(TridiagonalSystem* systems, int count, TridiagonalQrWorkspace& workspace)
 {
+    std::vector<double>& scratch = workspace.rotations_;
     int largest = 0;
     for (int i = 0; i < count; ++i) largest = std::max(largest, systems[i].n);
     if (largest == 0) {
@@ -165,7 +175,8 @@ void tridiagonal_qr(TridiagonalSystem* systems, int count, std::vector<double>& 
         return;
     }
     scratch.resize(size_t(2) * size_t(count) * size_t(largest));
-    std::vector<Chase> chases(static_cast<size_t>(count));
+    std::vector<Chase>& chases = workspace.chases_;
+    chases.assign(static_cast<size_t>(count), Chase{});
     for (int i = 0; i < count; ++i) {
         Chase& ch = chases[size_t(i)];
         ch.system = &systems[i];

@@ -29,7 +29,21 @@ struct TridiagonalSystem {
     bool converged = false;  ///< out: false when 30 n sweeps did not reduce it
 };
 
-/// Decomposes every system; rotations are kept in `scratch` between calls.
-void tridiagonal_qr(TridiagonalSystem* systems, int count, std::vector<double>& scratch);
+/// Rotations and per-system state, kept between calls so that a patch's decompositions
+/// allocate nothing once warm.
+class TridiagonalQrWorkspace {
+public:
+    TridiagonalQrWorkspace();
+    ~TridiagonalQrWorkspace();
+    struct Chase;  ///< one system's state, defined with the algorithm
+
+private:
+    friend void tridiagonal_qr(TridiagonalSystem*, int, TridiagonalQrWorkspace&);
+    std::vector<double> rotations_;
+    std::vector<Chase> chases_;
+};
+
+/// Decomposes every system.
+void tridiagonal_qr(TridiagonalSystem* systems, int count, TridiagonalQrWorkspace& workspace);
 
 }  // namespace ex2d::cpu
