@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The eigen-solver of the decorrelation's covariance blocks (a reduction to tridiagonal form by
-// Eigen, or by LAPACK's dsytrd/dorgtr in builds without Eigen, then one batched implicit QR for
-// a patch's blocks): on blocks shaped like the real ones (74 x 74, condition number ~600),
-// decomposed one at a time and five together, it reconstructs the matrix, its eigenvectors are
-// orthonormal, its eigenvalues ascend and match LAPACK's QR solver, Q = V diag(w^-1/2) V^T
-// matches LAPACK's to 1e-12, and the strict upper triangle is never read. Diagonal, zero and
-// badly conditioned matrices come out right, and a matrix with a NaN fails alone.
+// The eigen-solver of the decorrelation's covariance blocks (our Householder reduction to
+// tridiagonal form, then one batched implicit QR for a patch's blocks): on blocks shaped like
+// the real ones (74 x 74, condition number ~600), decomposed one at a time and five together,
+// it reconstructs the matrix, its eigenvectors are orthonormal, its eigenvalues ascend and
+// match LAPACK's QR solver, Q = V diag(w^-1/2) V^T matches LAPACK's to 1e-12, and the strict
+// upper triangle is never read. Diagonal, zero and badly conditioned matrices come out right,
+// and a matrix with a NaN fails alone.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>

@@ -23,10 +23,6 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 void dgemv_(const char* trans, const int* m, const int* n, const double* alpha, const double* a,
             const int* lda, const double* x, const int* incx, const double* beta, double* y,
             const int* incy, std::size_t trans_len);
-void dsytrd_(const char* uplo, const int* n, double* a, const int* lda, double* d, double* e,
-             double* tau, double* work, const int* lwork, int* info, std::size_t uplo_len);
-void dorgtr_(const char* uplo, const int* n, double* a, const int* lda, const double* tau,
-             double* work, const int* lwork, int* info, std::size_t uplo_len);
 void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
             double* work, const int* lwork, int* info, std::size_t jobz_len, std::size_t uplo_len);
 void dpbtrf_(const char* uplo, const int* n, const int* kd, double* ab, const int* ldab, int* info,
@@ -59,24 +55,6 @@ inline void dgemv(char trans, int m, int n, double alpha, const double* a, int l
 {
     const int one = 1;
     dgemv_(&trans, &m, &n, &alpha, a, &lda, x, &one, &beta, y, &one, 1);
-}
-
-/// Reduction of a symmetric matrix to tridiagonal form, A = Q T Q^T (T's diagonal in d, its
-/// off-diagonal in e, Q as reflectors in a and tau); lwork = -1 queries the workspace.
-inline int dsytrd(char uplo, int n, double* a, int lda, double* d, double* e, double* tau,
-                  double* work, int lwork)
-{
-    int info = 0;
-    dsytrd_(&uplo, &n, a, &lda, d, e, tau, work, &lwork, &info, 1);
-    return info;
-}
-
-/// Q of dsytrd's reduction, formed in place of the reflectors; lwork = -1 queries.
-inline int dorgtr(char uplo, int n, double* a, int lda, const double* tau, double* work, int lwork)
-{
-    int info = 0;
-    dorgtr_(&uplo, &n, a, &lda, tau, work, &lwork, &info, 1);
-    return info;
 }
 
 /// Eigen-decomposition (QR), with its workspace allocated here: for tests and references.

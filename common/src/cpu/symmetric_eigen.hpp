@@ -3,10 +3,9 @@
 
 // Eigen-decompositions of the small symmetric covariance blocks of the decorrelation (B&S eqs.
 // 10-19; 74 x 74 on desi_proc's grids, five a patch, 23,500 an r frame), a patch's blocks
-// together. Each block is reduced to tridiagonal form (Eigen's Tridiagonalization where the
-// build has Eigen, LAPACK's dsytrd and dorgtr otherwise), then all of them go through one
-// batched implicit QR (tridiagonal_qr.hpp). Q = C^-1/2 agrees with LAPACK's dsyev to ~1e-13
-// of its largest entry.
+// together. Each block is reduced to tridiagonal form (tridiagonal_reduction.hpp), then all of
+// them go through one batched implicit QR (tridiagonal_qr.hpp). Q = C^-1/2 agrees with
+// LAPACK's dsyev to ~1e-13 of its largest entry.
 
 #include <memory>
 
