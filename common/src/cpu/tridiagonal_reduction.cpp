@@ -89,8 +89,8 @@ void update_vector(int b, int ld, const double* a, const double* v, double tau, 
         const double* c3 = c2 + ld;
         const Vec4 v0 = splat4(v[j0]), v1 = splat4(v[j0 + 1]);
         const Vec4 v2 = splat4(v[j0 + 2]), v3 = splat4(v[j0 + 3]);
-        Vec4 own = load4(c0 + j0) * v0 + load4(c1 + j0) * v1 + load4(c2 + j0) * v2 +
-                   load4(c3 + j0) * v3;
+        Vec4 own =
+            load4(c0 + j0) * v0 + load4(c1 + j0) * v1 + load4(c2 + j0) * v2 + load4(c3 + j0) * v3;
         Vec4 dot0{}, dot1{}, dot2{}, dot3{};
         for (int i = j0 + 4; i < ld; i += 4) {
             const Vec4 a0 = load4(c0 + i), a1 = load4(c1 + i), a2 = load4(c2 + i),
