@@ -7,11 +7,10 @@
 // blocks (B&S eqs. 10-19).
 //
 // Why our own: at this size a general-purpose reduction spends its time on loop overhead and
-// on dependent sums, not on arithmetic: Eigen's Tridiagonalization took 38 us a block and the
-// product of its reflectors 40 us, LAPACK's dsytrd and dorgtr 49 and 33. Here each step's
-// matrix-vector product and rank-2 update run over four columns of the lower triangle at once
-// with four-wide vectors, and Q takes two reflectors a pass: 20 and 14 us
-// (docs/benchmarks.md, "CPU speed, fourth step").
+// on dependent sums, not on arithmetic. Here each step's matrix-vector product and rank-2
+// update run over four columns of the lower triangle at once with four-wide vectors, and Q
+// takes two reflectors a pass: a third to a half of the time of LAPACK's dsytrd and dorgtr
+// on these blocks (docs/benchmarks.md, "CPU speed, fourth step").
 
 #include <vector>
 
