@@ -4,9 +4,7 @@
 // Times our Householder reduction to tridiagonal form (with Q) against LAPACK's dsytrd and
 // dorgtr on the same blocks in the same loop, alternately, so that a busy machine slows both
 // alike; then the CPU backend's whole decomposition (reduction and batched QR), and checks
-// its eigenvalues against LAPACK's dsyev. Prints microseconds of CPU time a block.
-#include <time.h>
-
+// its eigenvalues against LAPACK's dsyev. Prints microseconds of this thread's CPU time a block.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -17,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "blas_threads.hpp"
+#include "cpu_clock.hpp"
 #include "lapack_fortran.hpp"
 #include "symmetric_eigen.hpp"
 #include "tridiagonal_reduction.hpp"
@@ -29,13 +28,6 @@ void dorgtr_(const char* uplo, const int* n, double* a, const int* lda, const do
 }
 
 namespace {
-
-double cpu_now()
-{
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 // B diag(exp(-k / 7)) B^T + 1e-6 I with Gaussian B: symmetric positive definite, eigenvalues
 // spread over about five decades as a covariance block's are; column-major, both triangles.
@@ -87,14 +79,14 @@ int main(int argc, char** argv)
             const double* a = &blocks[c * square];
             std::copy(a, a + square, work_matrix.begin());
             int info = 0;
-            const double t0 = cpu_now();
+            const double t0 = ex2d::cpu::thread_cpu_seconds();
             dsytrd_("L", &n, work_matrix.data(), &n, d.data(), e.data(), tau.data(), work.data(),
                     &lwork, &info, 1);
             if (info == 0)
                 dorgtr_("L", &n, work_matrix.data(), &n, tau.data(), work.data(), &lwork, &info, 1);
-            const double t1 = cpu_now();
+            const double t1 = ex2d::cpu::thread_cpu_seconds();
             ex2d::cpu::reduce_to_tridiagonal(n, a, d.data(), e.data(), q.data(), ldq, reduction);
-            const double t2 = cpu_now();
+            const double t2 = ex2d::cpu::thread_cpu_seconds();
             if (info != 0) {
                 std::fprintf(stderr, "dsytrd/dorgtr failed: info %d\n", info);
                 return 1;
@@ -112,11 +104,11 @@ int main(int argc, char** argv)
         lapack_s * per_block, ours_s * per_block, lapack_s / ours_s);
 
     ex2d::cpu::SymmetricEigenSolver solver;
-    const double t0 = cpu_now();
+    const double t0 = ex2d::cpu::thread_cpu_seconds();
     bool converged = true;
     for (int r = 0; r < repeat; ++r)
         converged = solver.decompose(n, count, blocks.data()) && converged;
-    const double whole_s = cpu_now() - t0;
+    const double whole_s = ex2d::cpu::thread_cpu_seconds() - t0;
     double worst = 0;
     for (int c = 0; c < count; ++c) {
         std::vector<double> a(blocks.begin() + c * square, blocks.begin() + (c + 1) * square);
