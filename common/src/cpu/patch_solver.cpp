@@ -31,12 +31,25 @@ double sum_columns(const double* column_sums, int ncol)
 
 // sum over rows r < nrows and columns k < ncol of a[r * stride + k] * b[r * stride + k]: one
 // element of A^T W A (B&S eq. 4) over the overlap of two stamps. Columns go four at a time
-// into four running sums, so that a row's multiply-adds do not wait on each other, and the
-// one to three columns left over into a scalar sum.
+// into four running sums, so that a row's multiply-adds do not wait on each other. The one to
+// three columns left over (a spot's 17 columns leave one) go into a fifth: the row's last four
+// columns with the lanes already summed masked off, which reads nothing outside the overlap.
+// A scalar sum there chained two or three dependent additions a row and set the pace of the
+// whole loop (docs/benchmarks.md, "CPU speed, fourth step"). Overlaps narrower than four
+// columns are summed one column at a time.
 double overlap_sum(const double* a, const double* b, int stride, int nrows, int ncol)
 {
-    Vec4 s0{}, s1{}, s2{}, s3{};
-    double rest = 0;
+    if (ncol < 4) {
+        double sum = 0;
+        for (int r = 0; r < nrows; ++r) {
+            for (int k = 0; k < ncol; ++k)
+                sum += a[size_t(r) * stride + k] * b[size_t(r) * stride + k];
+        }
+        return sum;
+    }
+    const int left_over = ncol % 4;
+    const Vec4Mask tail_mask = last_lanes(left_over);
+    Vec4 s0{}, s1{}, s2{}, s3{}, tail{};
     for (int r = 0; r < nrows; ++r) {
         const double* ar = a + size_t(r) * stride;
         const double* br = b + size_t(r) * stride;
@@ -54,12 +67,13 @@ double overlap_sum(const double* a, const double* b, int stride, int nrows, int 
         }
         if (k + 4 <= ncol) {
             s2 += load4(ar + k) * load4(br + k);
-            k += 4;
         }
-        for (; k < ncol; ++k) rest += ar[k] * br[k];
+        if (left_over) {
+            tail += select(tail_mask, load4(ar + ncol - 4) * load4(br + ncol - 4));
+        }
     }
-    const Vec4 total = (s0 + s1) + (s2 + s3);
-    return ((total[0] + total[1]) + (total[2] + total[3])) + rest;
+    const Vec4 total = ((s0 + s1) + (s2 + s3)) + tail;
+    return (total[0] + total[1]) + (total[2] + total[3]);
 }
 
 struct Layout {

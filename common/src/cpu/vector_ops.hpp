@@ -28,6 +28,22 @@ inline Vec4 splat4(double x)
     return Vec4{x, x, x, x};
 }
 
+/// Lanes to keep (all bits set) or drop (zero), for select().
+using Vec4Mask = long long __attribute__((vector_size(32)));
+
+/// The last `count` (0 to 4) of a vector's four lanes.
+inline Vec4Mask last_lanes(int count)
+{
+    return Vec4Mask{count >= 4 ? -1LL : 0, count >= 3 ? -1LL : 0, count >= 2 ? -1LL : 0,
+                    count >= 1 ? -1LL : 0};
+}
+
+/// x in the lanes that `keep` keeps, +0.0 in the others, whatever x holds there (NaN too).
+inline Vec4 select(Vec4Mask keep, Vec4 x)
+{
+    return reinterpret_cast<Vec4>(reinterpret_cast<Vec4Mask>(x) & keep);
+}
+
 /// sum_k a[k] b[k] in four interleaved partial sums (a fixed order, whatever the target).
 inline double dot(const double* a, const double* b, int n)
 {
