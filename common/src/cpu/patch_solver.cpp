@@ -126,8 +126,12 @@ void gather_spots(const PatchGeometry& patch, const BundleSpots& spots, const Im
             const double* stamp = stamp_of(spots, patch, f, w);
             double* weighted = &ws.weighted_stamps[size_t(u) * lay.stamp_size];
             const int ncol = r.col1 - r.col0;
-            double fw_cols[kMaxStampSide] = {}, y_cols[kMaxStampSide] = {};
-            double on_data_cols[kMaxStampSide] = {};
+            // Only the rect's columns are summed, so only they are zeroed (zeroing all 64 of
+            // each array took a string store per spot).
+            double fw_cols[kMaxStampSide], y_cols[kMaxStampSide], on_data_cols[kMaxStampSide];
+            std::fill_n(fw_cols, ncol, 0.0);
+            std::fill_n(y_cols, ncol, 0.0);
+            std::fill_n(on_data_cols, ncol, 0.0);
             for (int row = r.row0; row < r.row1; ++row) {
                 const double* wrow = image.weights + image.index(row, r.col0);
                 const double* prow = image.pixels + image.index(row, r.col0);
