@@ -69,7 +69,7 @@ double overlap_sum(const double* a, const double* b, int stride, int nrows, int 
             s2 += load4(ar + k) * load4(br + k);
         }
         if (left_over) {
-            tail += select(tail_mask, load4(ar + ncol - 4) * load4(br + ncol - 4));
+            tail += keep_lanes(tail_mask, load4(ar + ncol - 4) * load4(br + ncol - 4));
         }
     }
     const Vec4 total = ((s0 + s1) + (s2 + s3)) + tail;

@@ -28,7 +28,7 @@ inline Vec4 splat4(double x)
     return Vec4{x, x, x, x};
 }
 
-/// Lanes to keep (all bits set) or drop (zero), for select().
+/// Lanes to keep (all bits set) or drop (zero), for keep_lanes().
 using Vec4Mask = long long __attribute__((vector_size(32)));
 
 /// The last `count` (0 to 4) of a vector's four lanes.
@@ -39,7 +39,7 @@ inline Vec4Mask last_lanes(int count)
 }
 
 /// x in the lanes that `keep` keeps, +0.0 in the others, whatever x holds there (NaN too).
-inline Vec4 select(Vec4Mask keep, Vec4 x)
+inline Vec4 keep_lanes(Vec4Mask keep, Vec4 x)
 {
     return reinterpret_cast<Vec4>(reinterpret_cast<Vec4Mask>(x) & keep);
 }
