@@ -18,11 +18,14 @@ namespace ex2d::cpu {
 
 /// Buffers kept between calls: reducing a block of a size seen before allocates nothing.
 struct TridiagonalReductionWorkspace {
-    std::vector<double> matrix;  ///< the working copy, both triangles near the diagonal
-    std::vector<double>
-        reflectors;               ///< Householder vector k in column k, zero outside rows k+1..n-1
-    std::vector<double> tau;      ///< reflector k is I - tau[k] v v^T
-    std::vector<double> product;  ///< tau A v of the current step
+    /// The working copy, both triangles near the diagonal.
+    std::vector<double> matrix;
+    /// Householder vector k in column k, zero outside rows k+1..n-1.
+    std::vector<double> reflectors;
+    /// Reflector k is I - tau[k] v v^T.
+    std::vector<double> tau;
+    /// tau A v of the current step.
+    std::vector<double> product;
 };
 
 /// Reduces the symmetric n x n matrix whose lower triangle is read from `lower` (column-major,
