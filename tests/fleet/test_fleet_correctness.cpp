@@ -146,7 +146,7 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
     Process& stale = start_with_writer_stalled_before_rename(fleet, 54, "4000");
     ASSERT_FALSE(::testing::Test::HasFailure());
     stale.signal(SIGSTOP);
-    fleet.start("writer", "writer-b");
+    Process& fresh = fleet.start("writer", "writer-b");
     ASSERT_TRUE(fleet.wait_exposure(54, 60));
     const std::string path = fleet.output_path(54, "r1");
     const std::string checksum = fleet.frame_field(54, "r1", "checksum");
@@ -155,7 +155,10 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
     stale.signal(SIGCONT);
     // Its fenced finish is the last thing the stalled writer does with this frame.
     ASSERT_TRUE(
-        eventually(20, [&] { return stale.log().find("finish refused") != std::string::npos; }));
+        eventually(20, [&] { return stale.log().find("finish refused") != std::string::npos; }))
+        << "the stalled writer's log:\n"
+        << stale.log() << "writer-b's log:\n"
+        << fresh.log();
     EXPECT_EQ(inode_of(path), inode) << "the finished frame was replaced";
     EXPECT_EQ(*wire::file_checksum128(path), checksum);
     EXPECT_EQ(std::to_string(fs::file_size(path)), fleet.frame_field(54, "r1", "bytes"));
