@@ -77,6 +77,8 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
         }
         EX2D_CUDA_CHECK(status);
     }
+    logger()->info(
+        "cusolverDnXsyevBatched takes the {} x {} covariance blocks: batched eigen-solver", nw, nw);
     // Linear in the batch from two probes: a fixed part and a part per patch.
     const std::size_t per_patch =
         device_bytes[1] > device_bytes[0] ? (device_bytes[1] - device_bytes[0] + 63) / 64 : 0;
