@@ -48,7 +48,9 @@ int main(int argc, char** argv)
                  "  ex2d bench -p psf.fits"};
     app.require_subcommand(1);
     std::string log_level = "info";
-    app.add_option("--log-level", log_level, "Log level: debug, info, warning, error")
+    app.add_option("--log-level", log_level,
+                   "Log level: trace, debug, info, warning, error, critical or off")
+        ->check(CLI::IsMember(ex2d::log_level_names()))
         ->capture_default_str();
     app.set_version_flag("--version", "ex2d " EX2D_VERSION);
     ex2d::tool::add_extract_command(app);
