@@ -36,7 +36,7 @@ std::vector<void* (*)()>& dynamic_shared_arrays()
     return arrays;
 }
 
-enum class ThreadState { runnable, at_barrier, finished };
+enum class ThreadState { not_started, runnable, at_barrier, finished };
 
 class BlockRunner;
 
@@ -81,23 +81,37 @@ public:
         while (threads_.size() < nthread) threads_.push_back(std::make_unique<CudaThread>(this));
         body_ = body;
         launch_ = launch;
+        const bool one_dimensional = block.y == 1 && block.z == 1;
         for (unsigned i = 0; i < nthread; ++i) {
             CudaThread& t = *threads_[i];
-            t.indices.thread_idx =
-                uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
+            t.indices.thread_idx = one_dimensional ? uint3{i, 0, 0}
+                                                   : uint3{i % block.x, (i / block.x) % block.y,
+                                                           i / (block.x * block.y)};
             t.indices.block_idx = block_idx;
             t.indices.block_dim = block;
             t.indices.grid_dim = grid;
-            t.state = ThreadState::runnable;
-            t.sp = prepare_context(t.stack_top(), &BlockRunner::thread_entry, &t);
+            t.state = ThreadState::not_started;
         }
         sanitizer::release(&block_start_);
         bool agreed = true;
+#if !defined(EX2D_EMULATION_TSAN)
+        // Where thread 0 leaves the kernel without reaching a barrier, no thread may reach one
+        // (a barrier must be reached by all threads or none), so the others run as plain
+        // calls on this stack: most blocks of most kernels, at no cost of switching. Under
+        // ThreadSanitizer every thread keeps its context, so that it sees each as a thread.
+        switch_to(*threads_[0]);
+        if (threads_[0]->state == ThreadState::finished) {
+            barrier_outside_context_ = false;
+            for (unsigned i = 1; i < nthread; ++i) run_in_place(*threads_[i]);
+            return !barrier_outside_context_;
+        }
+#endif
         for (;;) {
             unsigned finished = 0;
             for (unsigned i = 0; i < nthread; ++i) {
                 CudaThread& t = *threads_[i];
-                if (t.state == ThreadState::runnable) switch_to(t);
+                if (t.state == ThreadState::not_started || t.state == ThreadState::runnable)
+                    switch_to(t);
                 finished += t.state == ThreadState::finished;
             }
             if (finished == nthread) break;
@@ -115,6 +129,11 @@ public:
 
     void barrier()
     {
+        if (running_ == nullptr) {
+            // A thread run in place reached a barrier that thread 0 did not.
+            barrier_outside_context_ = true;
+            return;
+        }
         CudaThread& t = *running_;
         sanitizer::release(&barrier_);
         t.state = ThreadState::at_barrier;
@@ -141,8 +160,19 @@ private:
         r.switch_to_scheduler(t, true);
     }
 
+    void run_in_place(CudaThread& t)
+    {
+        current_thread_indices = &t.indices;
+        body_(launch_);
+        t.state = ThreadState::finished;
+        current_thread_indices = nullptr;
+    }
+
     void switch_to(CudaThread& t)
     {
+        // A context is made only for a thread that runs in one.
+        if (t.state == ThreadState::not_started)
+            t.sp = prepare_context(t.stack_top(), &BlockRunner::thread_entry, &t);
         running_ = &t;
         current_thread_indices = &t.indices;
         sanitizer::start_switch(&scheduler_fake_stack_, t.stack_bottom(), kStackBytes);
@@ -165,6 +195,7 @@ private:
 
     std::vector<std::unique_ptr<CudaThread>> threads_;
     CudaThread* running_ = nullptr;
+    bool barrier_outside_context_ = false;
     ThreadBody body_ = nullptr;
     const void* launch_ = nullptr;
     void* scheduler_sp_ = nullptr;

@@ -3,8 +3,9 @@
 
 #include <cstdint>
 
-// Frame of a suspended context, from its saved stack pointer up: MXCSR (4 bytes) and the
-// x87 control word (2 bytes) in one 8-byte slot, r15, r14, r13, r12, rbx, rbp, return address.
+// Frame of a suspended context, from its saved stack pointer up: r15, r14, r13, r12, rbx, rbp,
+// return address. The SSE and x87 control words, callee-saved too, are not switched: nothing
+// in the emulation or the kernels changes them, and loading them stalls the pipeline.
 asm(R"(
     .text
     .globl ex2d_emulation_switch_context
@@ -16,14 +17,8 @@ ex2d_emulation_switch_context:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -52,8 +47,6 @@ void* prepare_context(void* stack_top, void (*entry)(void*), void* argument)
     // the ABI wants it before the call into entry.
     auto top = reinterpret_cast<std::uintptr_t>(stack_top) & ~std::uintptr_t(15);
     auto* frame = reinterpret_cast<std::uint64_t*>(top) - 8;
-    constexpr std::uint64_t kDefaultMxcsr = 0x1F80, kDefaultX87Control = 0x037F;
-    frame[0] = kDefaultMxcsr | (kDefaultX87Control << 32);
     frame[1] = 0;                                          // r15
     frame[2] = 0;                                          // r14
     frame[3] = reinterpret_cast<std::uint64_t>(entry);     // r13
@@ -61,7 +54,7 @@ void* prepare_context(void* stack_top, void (*entry)(void*), void* argument)
     frame[5] = 0;                                          // rbx
     frame[6] = 0;                                          // rbp
     frame[7] = reinterpret_cast<std::uint64_t>(&ex2d_emulation_context_start);
-    return frame;
+    return frame + 1;
 }
 
 }  // namespace ex2d::emulation

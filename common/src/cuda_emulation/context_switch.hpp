@@ -2,7 +2,7 @@
 #pragma once
 
 // The smallest context switch for the emulated CUDA threads (x86-64 System V): the
-// callee-saved registers, the SSE and x87 control words and the stack pointer. A portable
+// callee-saved general registers and the stack pointer. A portable
 // swapcontext() also saves the signal mask with a system call, which made a launch of 10^7
 // threads take seconds.
 
