@@ -19,8 +19,6 @@
 
 namespace ex2d::emulation {
 
-thread_local const ThreadIndices* current_thread_indices = nullptr;
-
 namespace {
 
 // Sanitizers' frames are several times larger than plain ones.
@@ -138,6 +136,8 @@ public:
         sanitizer::release(&barrier_);
         t.state = ThreadState::at_barrier;
         switch_to_scheduler(t, false);
+        // Each context sets its own indices when it starts and when it resumes.
+        current_thread_indices() = &t.indices;
         sanitizer::acquire(&barrier_);
     }
 
@@ -154,6 +154,7 @@ private:
         BlockRunner& r = *t.runner;
         sanitizer::finish_switch(nullptr, &r.scheduler_stack_bottom_, &r.scheduler_stack_size_);
         sanitizer::acquire(&r.block_start_);
+        current_thread_indices() = &t.indices;
         r.body_(r.launch_);
         sanitizer::release(&r.block_end_);
         t.state = ThreadState::finished;
@@ -162,10 +163,10 @@ private:
 
     void run_in_place(CudaThread& t)
     {
-        current_thread_indices = &t.indices;
+        current_thread_indices() = &t.indices;
         body_(launch_);
         t.state = ThreadState::finished;
-        current_thread_indices = nullptr;
+        current_thread_indices() = nullptr;
     }
 
     void switch_to(CudaThread& t)
@@ -174,12 +175,11 @@ private:
         if (t.state == ThreadState::not_started)
             t.sp = prepare_context(t.stack_top(), &BlockRunner::thread_entry, &t);
         running_ = &t;
-        current_thread_indices = &t.indices;
         sanitizer::start_switch(&scheduler_fake_stack_, t.stack_bottom(), kStackBytes);
         sanitizer::switch_to_fiber(t.tsan_fiber);
         ex2d_emulation_switch_context(&scheduler_sp_, t.sp);
         sanitizer::finish_switch(scheduler_fake_stack_, nullptr, nullptr);
-        current_thread_indices = nullptr;
+        current_thread_indices() = nullptr;
         running_ = nullptr;
     }
 

@@ -28,8 +28,15 @@ struct ThreadIndices {
     dim3 grid_dim;
 };
 
-/// Set by the block scheduler each time it switches to a CUDA thread's context.
-extern thread_local const ThreadIndices* current_thread_indices;
+/// The calling CUDA thread's indices, set by each context when it starts or resumes. A
+/// function-local thread_local rather than an extern one: GCC's UndefinedBehaviorSanitizer
+/// misreads an extern thread_local in the kernel files, which need -fno-extern-tls-init
+/// for their extern __shared__ arrays.
+inline const ThreadIndices*& current_thread_indices()
+{
+    static thread_local const ThreadIndices* indices = nullptr;
+    return indices;
+}
 
 /// The barrier of the calling thread's block (block_scheduler.cpp).
 void sync_block_threads();
@@ -45,10 +52,10 @@ struct DynamicSharedArray {
 
 }  // namespace ex2d::emulation
 
-#define threadIdx (::ex2d::emulation::current_thread_indices->thread_idx)
-#define blockIdx (::ex2d::emulation::current_thread_indices->block_idx)
-#define blockDim (::ex2d::emulation::current_thread_indices->block_dim)
-#define gridDim (::ex2d::emulation::current_thread_indices->grid_dim)
+#define threadIdx (::ex2d::emulation::current_thread_indices()->thread_idx)
+#define blockIdx (::ex2d::emulation::current_thread_indices()->block_idx)
+#define blockDim (::ex2d::emulation::current_thread_indices()->block_dim)
+#define gridDim (::ex2d::emulation::current_thread_indices()->grid_dim)
 #define __syncthreads() ::ex2d::emulation::sync_block_threads()
 
 /// Defines the storage of `extern __shared__ type name[]` of the kernel file included just
