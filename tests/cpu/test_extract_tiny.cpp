@@ -204,26 +204,74 @@ TEST(ExtractTiny, FullyMaskedFibreHasZeroIvarAndAllBadPix)
     }
 }
 
-TEST(ExtractTiny, NonFiniteInputsAreZeroedAndMaskedNeverNaN)
+// The pixel rule (usable_pixels.hpp): a pixel with a NaN or infinite value, or a weight that
+// is infinite, NaN or negative, is masked by the driver before the backend sees it. So the
+// frame is bit-identical to the one where those pixels had weight 0, no patch fails, and no
+// output is NaN. The CUDA backend's test of the same name checks the device against this.
+TEST(ExtractTiny, NonFinitePixelsWithWeightAreMaskedLikeZeroWeight)
 {
     TinySetup setup(5);
-    // A NaN pixel that still carries weight poisons one patch's solve (a corrupted message
-    // would look like this); the patch must come out zeroed and masked, not NaN.
+    const int col = int(setup.psf.xtrace.coef[7 * 2]);
+    const std::size_t nx = std::size_t(setup.psf.npix_x);
+    const std::size_t nan_value = 400 * nx + col, inf_value = 520 * nx + col + 1;
+    const std::size_t inf_weight = 610 * nx + col - 1, nan_weight = 300 * nx + col;
+    const std::size_t negative_weight = 700 * nx + col;
+    for (std::size_t pix : {nan_value, inf_value, inf_weight, nan_weight, negative_weight}) {
+        ASSERT_GT(setup.weights[pix], 0.0) << pix;
+    }
+    TinySetup masked(5);
+    for (std::size_t pix : {nan_value, inf_value, inf_weight, nan_weight, negative_weight}) {
+        masked.weights[pix] = 0.0;
+    }
+    setup.fm.image[nan_value] = std::nan("");
+    setup.fm.image[inf_value] = -INFINITY;
+    setup.weights[inf_weight] = INFINITY;
+    setup.weights[nan_weight] = std::nan("");
+    setup.weights[negative_weight] = -1.0;
+
+    const ExtractedFrame frame = setup.extract(2);
+    const ExtractedFrame expected = masked.extract(2);
+    EXPECT_EQ(frame.npatch_failed, 0);
+    EXPECT_EQ(frame.npatch_retried, 0);
+    for (size_t k = 0; k < frame.flux.size(); ++k) {
+        ASSERT_TRUE(std::isfinite(frame.flux[k]) && std::isfinite(frame.ivar[k])) << k;
+    }
+    EXPECT_EQ(frame.flux, expected.flux);
+    EXPECT_EQ(frame.ivar, expected.ivar);
+    EXPECT_EQ(frame.resolution, expected.resolution);
+    EXPECT_EQ(frame.chi2pix, expected.chi2pix);
+    EXPECT_EQ(frame.pixmask_fraction, expected.pixmask_fraction);
+    EXPECT_EQ(frame.mask, expected.mask);
+    // The masked pixels count in pixmask_fraction, as any masked pixel does.
+    double total_pixmask = 0;
+    for (double f : frame.pixmask_fraction) total_pixmask += f;
+    EXPECT_GT(total_pixmask, 0.0);
+}
+
+// A NaN that reaches a backend's sums anyway (the backend called without the driver, as a
+// corrupted buffer would) fails its patches cleanly: zeroed, masked, never NaN.
+TEST(ExtractTiny, NonFiniteSolveFailsItsPatchesNeverNaN)
+{
+    TinySetup setup(5);
     const int row = 400, col = int(setup.psf.xtrace.coef[7 * 2]);
     setup.fm.image[size_t(row) * setup.psf.npix_x + col] = std::nan("");
-    const ExtractedFrame frame = setup.extract(2);
-    EXPECT_GE(frame.npatch_failed, 1);
-    long zeroed = 0;
-    for (size_t k = 0; k < frame.flux.size(); ++k) {
-        ASSERT_TRUE(std::isfinite(frame.flux[k]) && std::isfinite(frame.ivar[k]));
-        ASSERT_TRUE(std::isfinite(frame.chi2pix[k]));
-        if (frame.ivar[k] == 0) {
-            ++zeroed;
-            EXPECT_TRUE(frame.mask[k] & specmask::bad2dfit);
-        }
+    const WaveGrids grids = make_wave_grids(setup.psf, setup.opt);
+    const PatchBatch batch = plan_batch(setup.view(), setup.psf, setup.opt, grids);
+    std::vector<PatchResult> results;
+    StageTimes times;
+    make_cpu_backend(2)->extract(batch, results, times);
+    long failed = 0;
+    for (const PatchResult& r : results) {
+        if (r.status != PatchStatus::failed) continue;
+        ++failed;
+        for (double v : r.flux) EXPECT_EQ(v, 0.0);
+        for (double v : r.ivar) EXPECT_EQ(v, 0.0);
     }
-    EXPECT_GE(zeroed, 5 * 50);
-    for (double r : frame.resolution) ASSERT_TRUE(std::isfinite(r));
+    EXPECT_GE(failed, 1);
+    for (const PatchResult& r : results) {
+        for (double v : r.flux) ASSERT_TRUE(std::isfinite(v));
+        for (double v : r.resolution) ASSERT_TRUE(std::isfinite(v));
+    }
 }
 
 // Valid inputs always give a positive definite iCov, so the factorization-failure path is

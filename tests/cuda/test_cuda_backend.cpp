@@ -6,7 +6,9 @@
 // r frame (issue 16). Skips without a CUDA device.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +23,11 @@
 namespace ex2d {
 namespace {
 
-#define EX2D_REQUIRE_CUDA_DEVICE()                                                    \
-    if (cuda_device_count() == 0) {                                                   \
-        GTEST_SKIP() << "no CUDA device (or the CUDA backend is not built): skipped"; \
+// The skip names CUDA's own reason (no driver, driver too old, no device), so that a device
+// check that skips says why.
+#define EX2D_REQUIRE_CUDA_DEVICE()                                               \
+    if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) { \
+        GTEST_SKIP() << "no usable CUDA device (" << reason << "): skipped";     \
     }
 
 ExtractionOptions two_bundles(int specmin)
@@ -245,33 +249,40 @@ TEST(CudaBackend, DenormalWeightsKeepTheirPixelsLikeTheCpu)
     expect_parity(extract(f, psf, opt, *cpu), extract(f, psf, opt, *gpu));
 }
 
-TEST(CudaBackend, NanPixelFailsItsPatchesCleanlyLikeTheCpu)
+// The pixel rule (usable_pixels.hpp): a NaN value, an infinite value and an infinite weight,
+// each with a positive weight under a bright spot, are masked before either backend sees
+// them: no patch fails, the device agrees with the CPU, and the CPU frame is the one with
+// those pixels' weights set to 0.
+TEST(CudaBackend, NonFinitePixelsAreMaskedLikeTheCpu)
 {
     EX2D_REQUIRE_CUDA_DEVICE();
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     ExtractionOptions opt = two_bundles(100);
     opt.nspec = 25;
     Frame f = simulate(psf, opt, 5);
-    // A NaN with positive weight reaches y and makes the solve non-finite: both backends
-    // retry, fail, zero and mask those patches, and write no NaN.
+    Frame zero_weight = simulate(psf, opt, 5);
     const Spot spot = evaluate_spot(psf, 112, 6500.0);
-    const std::size_t pix = std::size_t(spot.yc + 5) * f.sim.preproc.nx + spot.xc + 8;
-    ASSERT_GT(f.weights[pix], 0.0);
-    f.sim.preproc.image[pix] = std::numeric_limits<double>::quiet_NaN();
+    const std::size_t nx = std::size_t(f.sim.preproc.nx);
+    const std::size_t nan_value = std::size_t(spot.yc + 5) * nx + spot.xc + 8;
+    const std::size_t inf_value = std::size_t(spot.yc + 6) * nx + spot.xc + 8;
+    const std::size_t inf_weight = std::size_t(spot.yc + 7) * nx + spot.xc + 8;
+    for (std::size_t pix : {nan_value, inf_value, inf_weight}) {
+        ASSERT_GT(f.weights[pix], 0.0) << pix;
+        zero_weight.weights[pix] = 0.0;
+    }
+    f.sim.preproc.image[nan_value] = std::numeric_limits<double>::quiet_NaN();
+    f.sim.preproc.image[inf_value] = std::numeric_limits<double>::infinity();
+    f.weights[inf_weight] = std::numeric_limits<double>::infinity();
     auto cpu = make_cpu_backend(0);
     auto gpu = cuda_backend();
     const ExtractedFrame a = extract(f, psf, opt, *cpu);
     const ExtractedFrame b = extract(f, psf, opt, *gpu);
-    EXPECT_GE(a.npatch_failed, 1);
-    EXPECT_EQ(a.npatch_failed, b.npatch_failed);
-    EXPECT_EQ(a.npatch_retried, b.npatch_retried);
-    long masked = 0;
-    for (std::size_t k = 0; k < b.flux.size(); ++k) {
-        ASSERT_TRUE(std::isfinite(b.flux[k]) && std::isfinite(b.ivar[k])) << "bin " << k;
-        EXPECT_EQ(a.mask[k], b.mask[k]) << "bin " << k;
-        masked += (b.mask[k] & specmask::bad2dfit) != 0;
-    }
-    EXPECT_GE(masked, 50);
+    EXPECT_EQ(a.npatch_failed, 0);
+    EXPECT_EQ(a.npatch_retried, 0);
+    expect_parity(a, b);
+    const ExtractedFrame expected = extract(zero_weight, psf, opt, *cpu);
+    EXPECT_EQ(a.flux, expected.flux);
+    EXPECT_EQ(a.pixmask_fraction, expected.pixmask_fraction);
 }
 
 TEST(CudaBackend, RepeatsAreBitIdenticalAndMemoryDoesNotGrow)
@@ -316,15 +327,25 @@ TEST(CudaBackend, SmallBudgetSplitsBundlesWithoutChangingResults)
     const ExtractedFrame a = extract(f, psf, opt, *large);
     const ExtractedFrame b = extract(f, psf, opt, *small);
     EXPECT_LE(small->device_report().peak_held_bytes, std::size_t(600) << 20);
-    // Bit-identical whatever the chunk size on one device (docs/architecture.md).
+    // The batched eigen-solver keeps cuSOLVER's default algorithm (cuda_resources.cpp), and
+    // nothing documents that its rounding is the same for every batch size, so the chunks of
+    // the smaller budget may round differently: the results must agree far below the noise
+    // (1e-6 sigma in flux, 1e-9 relative elsewhere); the test says whether they were
+    // bit-identical. The pixel sums and masks do not go through cuSOLVER: identical.
     ASSERT_EQ(a.flux.size(), b.flux.size());
-    EXPECT_EQ(a.flux, b.flux);
-    EXPECT_EQ(a.ivar, b.ivar);
-    EXPECT_EQ(a.xflux, b.xflux);
-    EXPECT_EQ(a.resolution, b.resolution);
-    EXPECT_EQ(a.chi2pix, b.chi2pix);
+    const Parity p = compare(a, b);
+    EXPECT_FALSE(p.any_non_finite);
+    EXPECT_LT(p.max_flux_sigma, 1e-6);
+    EXPECT_LT(p.max_ivar_rel, 1e-9);
+    EXPECT_LT(p.max_resolution_abs, 1e-9);
+    EXPECT_LT(p.max_chi2pix_rel, 1e-9);
+    EXPECT_LT(p.max_xflux_rel, 1e-9);
     EXPECT_EQ(a.pixmask_fraction, b.pixmask_fraction);
     EXPECT_EQ(a.mask, b.mask);
+    const bool identical = a.flux == b.flux && a.ivar == b.ivar && a.xflux == b.xflux &&
+                           a.resolution == b.resolution && a.chi2pix == b.chi2pix;
+    std::printf("chunk sizes: results %s\n",
+                identical ? "bit-identical" : "within tolerance, not bit-identical");
 }
 
 // Valid inputs always give a positive definite iCov; one patch is made indefinite
@@ -362,7 +383,10 @@ TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
 
 // Every device byte the backend allocates is in its ledger: the drop in cudaMemGetInfo over a
 // frame equals the growth of the ledger, up to the driver's rounding of each allocation to
-// its 2 MiB pages and the device code and library workspaces loaded on first use.
+// its 2 MiB pages and cuSOLVER's own allocations inside its calls (the backend reserves
+// 64 MiB of its budget for them: kLibraryReserveBytes). The device code of our kernels and of
+// cuBLAS/cuSOLVER is loaded lazily, once per process, at the first launch of each kernel:
+// a first extraction on another backend loads it before anything is measured.
 TEST(CudaBackend, LedgerMatchesTheDropInFreeDeviceMemory)
 {
     EX2D_REQUIRE_CUDA_DEVICE();
@@ -370,6 +394,10 @@ TEST(CudaBackend, LedgerMatchesTheDropInFreeDeviceMemory)
     ExtractionOptions opt = two_bundles(250);
     opt.want_model = true;
     const Frame f = simulate(psf, opt, 29);
+    {
+        auto loads_device_code = cuda_backend();
+        extract(f, psf, opt, *loads_device_code);
+    }
     auto gpu = cuda_backend();
     const DeviceReport before = gpu->device_report();
     extract(f, psf, opt, *gpu);

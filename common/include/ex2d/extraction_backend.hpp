@@ -137,6 +137,11 @@ std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads, std::size_t sp
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options = {});
 /// Usable CUDA devices: 0 in builds without CUDA, without a driver or without a GPU.
 int cuda_device_count();
+/// Why no CUDA device can be used, in words with CUDA's own error where there is one ("the
+/// CUDA backend is not part of this build", "cudaGetDeviceCount: CUDA driver version is
+/// insufficient for CUDA runtime version (cudaErrorInsufficientDriver)"); empty where
+/// cuda_device_count() > 0.
+std::string cuda_unavailable_reason();
 /// "cpu", "cuda" or "auto" (cuda where a device is found, else cpu), or "standin" in test
 /// and benchmark builds; an unknown name is an invalid_argument status, a CUDA backend that
 /// is not built or has no device a not_compiled or device_unavailable status, "standin" in a

@@ -8,6 +8,7 @@
 
 #include "ex2d/cpu_count.hpp"
 #include "ex2d/logging.hpp"
+#include "ex2d/usable_pixels.hpp"
 
 namespace ex2d {
 
@@ -158,7 +159,15 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
     const WaveGrids grids = make_wave_grids(psf, opt);
     if (grids.wave.empty()) return Status::invalid("empty wavelength grid");
 
-    const PatchBatch batch = plan_batch(image, psf, opt, grids);
+    // The same pixels for every backend (usable_pixels.hpp).
+    const UsableImage usable(image);
+    if (usable.masked() > 0) {
+        logger()->warn(
+            "event=unusable_pixels_masked count={} reason=\"non-finite value or weight with a "
+            "positive weight\"",
+            usable.masked());
+    }
+    const PatchBatch batch = plan_batch(usable.view(), psf, opt, grids);
     EX2D_RETURN_NOT_OK(backend.check_batch(batch));
 
     ExtractedFrame frame;

@@ -77,6 +77,8 @@ EigenWorkspace ChunkSolver::eigen_workspace(const DeviceLayout& layout)
         }
         EX2D_CUDA_CHECK(status);
     }
+    logger()->info(
+        "cusolverDnXsyevBatched takes the {} x {} covariance blocks: batched eigen-solver", nw, nw);
     // Linear in the batch from two probes: a fixed part and a part per patch.
     const std::size_t per_patch =
         device_bytes[1] > device_bytes[0] ? (device_bytes[1] - device_bytes[0] + 63) / 64 : 0;
@@ -131,7 +133,7 @@ void ChunkSolver::reserve(const DeviceLayout& layout, const ChunkPlan& plan, std
         EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched_bufferSize(
             res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
             layout.nwave, CUDA_R_64F, cblock_.data(), layout.nwave, CUDA_R_64F, eigval_.data(),
-            CUDA_R_64F, &eigen_device_bytes_, &host_bytes, seg.nblock));
+            CUDA_R_64F, &eigen_device_bytes_, &host_bytes, std::min(seg.nblock, kMaxEigenBatch)));
         eigen_work_.reserve(std::max<std::size_t>(eigen_device_bytes_, 1), ledger_);
         eigen_host_bytes_ = host_bytes;
         eigen_host_work_.resize(std::max<std::size_t>(host_bytes, 1));
@@ -249,30 +251,39 @@ void ChunkSolver::upload_patches(const std::vector<const PatchGeometry*>& patche
                                     res_.stream()));
 }
 
+void ChunkSolver::decompose_batch(double* blocks, double* eigval, int* info, long long count)
+{
+    const int nw = layout_.nwave;
+    std::size_t device_bytes = 0, host_bytes = 0;
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched_bufferSize(
+        res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
+        CUDA_R_64F, blocks, nw, CUDA_R_64F, eigval, CUDA_R_64F, &device_bytes, &host_bytes, count));
+    if (device_bytes > eigen_work_.capacity() || host_bytes > eigen_host_work_.size()) {
+        // Grow rather than lose the frame; the ledger records it and the next plan sees it.
+        logger()->warn(
+            "eigen-solver workspace grows beyond the plan: {} MiB device, {} KiB host for {} "
+            "blocks",
+            device_bytes >> 20, host_bytes >> 10, count);
+        eigen_work_.reserve(device_bytes, ledger_);
+        if (host_bytes > eigen_host_work_.size()) eigen_host_work_.resize(host_bytes);
+        eigen_device_bytes_ = std::max(eigen_device_bytes_, device_bytes);
+    }
+    EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched(
+        res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nw,
+        CUDA_R_64F, blocks, nw, CUDA_R_64F, eigval, CUDA_R_64F, eigen_work_.data(), device_bytes,
+        eigen_host_work_.data(), host_bytes, info, count));
+}
+
 void ChunkSolver::decompose_blocks(long long nblock)
 {
     const int nw = layout_.nwave;
     const ChunkBuffers b = buffers(0);
     if (batched_eigen_) {
-        std::size_t device_bytes = 0, host_bytes = 0;
-        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched_bufferSize(
-            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-            nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, &device_bytes,
-            &host_bytes, nblock));
-        if (device_bytes > eigen_work_.capacity() || host_bytes > eigen_host_work_.size()) {
-            // Grow rather than lose the frame; the ledger records it and the next plan sees it.
-            logger()->warn(
-                "eigen-solver workspace grows beyond the plan: {} MiB device, {} KiB host "
-                "for {} blocks",
-                device_bytes >> 20, host_bytes >> 10, nblock);
-            eigen_work_.reserve(device_bytes, ledger_);
-            if (host_bytes > eigen_host_work_.size()) eigen_host_work_.resize(host_bytes);
-            eigen_device_bytes_ = std::max(eigen_device_bytes_, device_bytes);
+        for (long long first = 0; first < nblock; first += kMaxEigenBatch) {
+            const long long count = std::min(kMaxEigenBatch, nblock - first);
+            decompose_batch(b.cblock + first * nw * nw, b.eigval + first * nw, b.eig_info + first,
+                            count);
         }
-        EX2D_CUDA_CHECK(cuda_libraries().cusolverDnXsyevBatched(
-            res_.solver(), res_.solver_params(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-            nw, CUDA_R_64F, b.cblock, nw, CUDA_R_64F, b.eigval, CUDA_R_64F, eigen_work_.data(),
-            device_bytes, eigen_host_work_.data(), host_bytes, b.eig_info, nblock));
         return;
     }
     for (long long k = 0; k < nblock; ++k) {

@@ -65,6 +65,10 @@ public:
     std::vector<std::pair<std::string, double>> call_seconds() const;
     /// The cuBLAS workspace, a buffer of the ledger's (cublasSetWorkspace).
     static constexpr std::size_t kBlasWorkspaceBytes = std::size_t(32) << 20;
+    /// Blocks per call of the batched eigen-solver: cuSOLVER has been seen to refuse batches
+    /// above about 32,000 matrices (INVALID_VALUE, not documented), so larger chunks (a large
+    /// memory budget) are decomposed in several calls.
+    static constexpr long long kMaxEigenBatch = 16384;
 
 private:
     ChunkBuffers buffers(int npatch) const;
@@ -79,6 +83,8 @@ private:
                               const int* solve_info);
     void record_seconds(const StageEvents& events, StageTimes& times);
     void decompose_blocks(long long nblock);
+    /// One call of the batched eigen-solver on `count` consecutive blocks.
+    void decompose_batch(double* blocks, double* eigval, int* info, long long count);
     void upload_patches(const std::vector<const PatchGeometry*>& patches, int& max_window_rows);
 
     const CudaResources& res_;

@@ -312,6 +312,18 @@ int cuda_device_count()
     return count;
 }
 
+std::string cuda_unavailable_reason()
+{
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status) + " (" +
+               cudaGetErrorName(status) + ")";
+    }
+    return count > 0 ? std::string() : std::string("cudaGetDeviceCount found no device");
+}
+
 std::unique_ptr<ExtractionBackend> make_cuda_backend(const CudaBackendOptions& options)
 {
     int count = 0;

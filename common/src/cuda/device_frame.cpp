@@ -61,7 +61,7 @@ void DeviceFrame::upload(const ImageView& image, const GaussHermitePsf& psf,
     host_image_.reserve(2 * npix);
     image_.reserve(2 * npix, ledger_);
     for (std::size_t i = 0; i < npix; ++i) {
-        const float weight = weight_as_float32(image.weights[i]);
+        const float weight = weight_as_float32(image.weights[i], image.pixels[i]);
         host_image_[npix + i] = weight;
         host_image_[i] = pixel_as_float32(image.pixels[i], weight);
     }

@@ -17,4 +17,9 @@ int cuda_device_count()
     return 0;
 }
 
+std::string cuda_unavailable_reason()
+{
+    return "the CUDA backend is not part of this build";
+}
+
 }  // namespace ex2d
