@@ -9,8 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include "cuda_resources.hpp"
+#include "device_frame.hpp"
 #include "ex2d/extraction_backend.hpp"
 #include "ex2d/extraction_types.hpp"
+#include "ex2d/psf.hpp"
+#include "ex2d/synthetic_psf.hpp"
 #include "kernel_fixture.hpp"
 #include "lapack_fortran.hpp"
 
@@ -367,6 +371,50 @@ TEST(CudaKernels, ModelImageIsTheSumOfTheBoxSpotsAndUnorderedRowsAreReported)
     Buffer<int> unordered_bounds(3, 0, unordered.ledger);
     launch_model_bounds(unordered.box, unordered_bounds.data(), nullptr);
     EXPECT_EQ(unordered_bounds.read()[2], 1);
+}
+
+// The spot kernel against the host's evaluation of the same PSF (psf.cpp): stamps and corners
+// of fibres across a bundle's edge at wavelengths across the r grid, through DeviceFrame.
+TEST(CudaKernels, SpotsMatchTheHostEvaluationOfThePsf)
+{
+    EX2D_REQUIRE_CUDA_DEVICE();
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const std::vector<double> waves = {5800.0, 6300.5, 7000.25, 7600.0};
+    const int fiber_begin = 23, nfiber = 4, nwave = int(waves.size());
+    const SpotGrid host = evaluate_spots(psf, fiber_begin, nfiber, waves);
+    CudaResources res(0);
+    MemoryLedger ledger;
+    DeviceFrame frame(res, ledger);
+    std::vector<double> pixels(16, 0.0), weights(16, 1.0);
+    frame.upload(ImageView{4, 4, pixels.data(), weights.data()}, psf, waves);
+    const int ny = 2 * psf.hsizey + 1, nx = 2 * psf.hsizex + 1;
+    ASSERT_EQ(ny, host.ny);
+    ASSERT_EQ(nx, host.nx);
+    Buffer<double> values(std::size_t(nfiber) * nwave * ny * nx, 0.0, ledger);
+    Buffer<int> corners(2 * std::size_t(nfiber) * nwave, 0, ledger);
+    const SpotBox box{values.data(),
+                      corners.data(),
+                      corners.data() + nfiber * nwave,
+                      fiber_begin,
+                      nfiber,
+                      nwave,
+                      ny,
+                      nx};
+    launch_spots(frame.psf(), frame.padded_wave(), box, res.stream());
+    EX2D_CUDA_CHECK(cudaStreamSynchronize(res.stream()));
+    const std::vector<double> device = values.read();
+    const std::vector<int> device_corners = corners.read();
+    for (int f = 0; f < nfiber; ++f) {
+        for (int w = 0; w < nwave; ++w) {
+            EXPECT_EQ(device_corners[f * nwave + w], host.corner_x(f, w)) << f << " " << w;
+            EXPECT_EQ(device_corners[nfiber * nwave + f * nwave + w], host.corner_y(f, w));
+            const double* stamp = host.stamp(f, w);
+            for (int k = 0; k < ny * nx; ++k) {
+                ASSERT_NEAR(device[(std::size_t(f) * nwave + w) * ny * nx + k], stamp[k], 1e-13)
+                    << "fibre " << f << " wavelength " << w << " pixel " << k;
+            }
+        }
+    }
 }
 
 }  // namespace

@@ -226,6 +226,33 @@ const char* cudaGetErrorString(cudaError_t error)
     return "unrecognized error code";
 }
 
+const char* cudaGetErrorName(cudaError_t error)
+{
+    switch (error) {
+        case cudaSuccess:
+            return "cudaSuccess";
+        case cudaErrorInvalidValue:
+            return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation:
+            return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration:
+            return "cudaErrorInvalidConfiguration";
+        case cudaErrorNoDevice:
+            return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevice:
+            return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle:
+            return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady:
+            return "cudaErrorNotReady";
+        case cudaErrorLaunchOutOfResources:
+            return "cudaErrorLaunchOutOfResources";
+        case cudaErrorLaunchFailure:
+            return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes)
 {
     *ptr = nullptr;

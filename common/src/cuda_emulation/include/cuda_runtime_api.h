@@ -85,6 +85,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorString(cudaError_t error);
+const char* cudaGetErrorName(cudaError_t error);
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes);
 cudaError_t cudaFree(void* ptr);
