@@ -8,9 +8,9 @@
 // thread runs a block's contexts, one block at a time, and the blocks are shared among a few
 // host threads (EX2D_EMULATION_THREADS, by default one per core).
 //
-// Contexts rather than a host thread per CUDA thread: a chunk launches about 10^7 CUDA
-// threads, and a switch between contexts costs nanoseconds where waking a host thread costs
-// microseconds. ThreadSanitizer and AddressSanitizer are told of every switch (their fiber
+// Contexts rather than a host thread per CUDA thread: a two-bundle chunk launches about
+// 6 x 10^7 CUDA threads, and a switch between contexts costs nanoseconds where waking a host
+// thread costs microseconds. ThreadSanitizer and AddressSanitizer are told of every switch (their fiber
 // interfaces); under ThreadSanitizer a switch carries no ordering, only the barrier and the
 // start and end of a block do, so races between the threads of a block are reported.
 

@@ -2,9 +2,8 @@
 #pragma once
 
 // The smallest context switch for the emulated CUDA threads (x86-64 System V): the
-// callee-saved general registers and the stack pointer. A portable
-// swapcontext() also saves the signal mask with a system call, which made a launch of 10^7
-// threads take seconds.
+// callee-saved general registers and the stack pointer. A portable swapcontext() also saves
+// the signal mask, a system call on every switch.
 
 #if !defined(__x86_64__)
 #error "the CUDA emulation switches contexts with x86-64 code (context_switch.cpp)"
