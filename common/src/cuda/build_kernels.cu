@@ -147,7 +147,7 @@ void launch_gather(const DeviceLayout& layout, const DeviceImage& image, const S
                    const ChunkBuffers& chunk, cudaStream_t stream)
 {
     const long long count = (long long)chunk.npatch * layout.nunknown();
-    gather_kernel<<<blocks_for(count), kThreads, 0, stream>>>(layout, image, box, chunk);
+    EX2D_LAUNCH(gather_kernel, blocks_for(count), kThreads, 0, stream)(layout, image, box, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
@@ -157,28 +157,28 @@ void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const Spo
     const dim3 grid(unsigned(chunk.npatch), unsigned(layout.nunknown()));
     const size_t shared_bytes = size_t(box.ny) * box.nx * sizeof(double);
     allow_dynamic_shared(icov_kernel, shared_bytes, "iCov");
-    icov_kernel<<<grid, kThreads, shared_bytes, stream>>>(layout, image, box, chunk);
+    EX2D_LAUNCH(icov_kernel, grid, kThreads, shared_bytes, stream)(layout, image, box, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, double regularize,
                        int indefinite_patch, cudaStream_t stream)
 {
-    regularize_kernel<<<unsigned(chunk.npatch), kThreads, 0, stream>>>(layout, chunk, regularize,
-                                                                       indefinite_patch);
+    EX2D_LAUNCH(regularize_kernel, unsigned(chunk.npatch), kThreads, 0, stream)
+    (layout, chunk, regularize, indefinite_patch);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_unit_columns(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream)
 {
     const long long count = (long long)chunk.npatch * layout.ncore * layout.nwave;
-    unit_columns_kernel<<<blocks_for(count), kThreads, 0, stream>>>(layout, chunk);
+    EX2D_LAUNCH(unit_columns_kernel, blocks_for(count), kThreads, 0, stream)(layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_mark_factor_failures(const ChunkBuffers& chunk, cudaStream_t stream)
 {
-    mark_factor_failures_kernel<<<blocks_for(chunk.npatch), kThreads, 0, stream>>>(chunk);
+    EX2D_LAUNCH(mark_factor_failures_kernel, blocks_for(chunk.npatch), kThreads, 0, stream)(chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -118,7 +118,8 @@ void launch_window_chi2(const DeviceLayout& layout, const DeviceImage& image, co
     if (max_window_rows <= 0 || chunk.npatch == 0) return;
     const dim3 grid(unsigned(chunk.npatch),
                     unsigned((max_window_rows + kTileRows - 1) / kTileRows));
-    window_chi2_kernel<<<grid, kThreads, shared, stream>>>(layout, image, box, chunk, psferr);
+    EX2D_LAUNCH(window_chi2_kernel, grid, kThreads, shared, stream)
+    (layout, image, box, chunk, psferr);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
@@ -127,8 +128,8 @@ void launch_chi2pix(const DeviceLayout& layout, const SpotBox& box, const ChunkB
 {
     const long long count = (long long)chunk.npatch * layout.ncore * layout.ncore_wave;
     if (count == 0) return;
-    chi2pix_kernel<<<unsigned((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        layout, box, chunk);
+    EX2D_LAUNCH(chi2pix_kernel, unsigned((count + kThreads - 1) / kThreads), kThreads, 0, stream)
+    (layout, box, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

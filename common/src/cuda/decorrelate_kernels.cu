@@ -127,23 +127,26 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
 
 void launch_frobenius(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream)
 {
-    frobenius_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, 0, stream>>>(layout, chunk);
+    EX2D_LAUNCH(frobenius_kernel, unsigned(chunk.npatch * layout.ncore), kThreads, 0, stream)
+    (layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_scale_eigenvectors(const DeviceLayout& layout, const ChunkBuffers& chunk,
                                cudaStream_t stream)
 {
-    scale_eigenvectors_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, 0, stream>>>(
-        layout, chunk);
+    EX2D_LAUNCH(scale_eigenvectors_kernel, unsigned(chunk.npatch * layout.ncore), kThreads, 0,
+                stream)
+    (layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
 void launch_finalize(const DeviceLayout& layout, const ChunkBuffers& chunk, cudaStream_t stream)
 {
     const size_t shared_bytes = size_t(layout.nwave) * sizeof(double);
-    finalize_kernel<<<unsigned(chunk.npatch * layout.ncore), kThreads, shared_bytes, stream>>>(
-        layout, chunk);
+    EX2D_LAUNCH(finalize_kernel, unsigned(chunk.npatch * layout.ncore), kThreads, shared_bytes,
+                stream)
+    (layout, chunk);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,7 @@
 
 #include "cuda_check.hpp"
 #include "ex2d/status.hpp"
+#include "kernel_launch.hpp"
 #include "kernels.hpp"
 
 namespace ex2d::cuda {

@@ -67,7 +67,7 @@ __global__ void model_image_kernel(SpotBox box, const double* xflux, double* mod
 
 void launch_model_bounds(const SpotBox& box, int* out, cudaStream_t stream)
 {
-    model_bounds_kernel<<<1, kThreads, 0, stream>>>(box, out);
+    EX2D_LAUNCH(model_bounds_kernel, 1, kThreads, 0, stream)(box, out);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
@@ -78,8 +78,9 @@ void launch_model_image(const SpotBox& box, const double* xflux, double* model, 
     col_end = min(col_end, nx);
     if (col_end <= col_begin || ny <= 0) return;
     const long long count = (long long)ny * (col_end - col_begin);
-    model_image_kernel<<<unsigned((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        box, xflux, model, ny, nx, col_begin, col_end - col_begin);
+    EX2D_LAUNCH(model_image_kernel, unsigned((count + kThreads - 1) / kThreads), kThreads, 0,
+                stream)
+    (box, xflux, model, ny, nx, col_begin, col_end - col_begin);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

@@ -147,7 +147,8 @@ void launch_spots(const DevicePsf& psf, const double* box_waves, const SpotBox& 
     allow_dynamic_shared(spot_kernel, shared_bytes, "spot");
     const long long nspot = (long long)box.nfiber * box.nwave;
     if (nspot == 0) return;
-    spot_kernel<<<unsigned(nspot), kSpotThreads, shared_bytes, stream>>>(psf, box_waves, box);
+    EX2D_LAUNCH(spot_kernel, unsigned(nspot), kSpotThreads, shared_bytes, stream)
+    (psf, box_waves, box);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 
