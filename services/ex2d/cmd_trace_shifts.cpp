@@ -39,7 +39,7 @@ std::string lower_trimmed(std::string s)
 }
 
 /// --auto: the method from the image's FLAVOR, as desispec chooses it.
-void apply_flavor(TraceShiftArgs& args, const PreprocImage& img)
+void apply_flavor(TraceShiftArgs& args, const PreprocWeightedFloat32& img)
 {
     const auto flavor = img.header.get_string("FLAVOR");
     if (!flavor) {
@@ -90,8 +90,8 @@ void run_trace_shifts(TraceShiftArgs& args)
                           "--lines (desispec's forward-model fit of arc lines) is not "
                           "implemented in ex2d trace-shifts; use --spectrum FILE");
     }
-    PreprocImage img = value_or_exit(
-        read_preproc(args.image, ColumnRange{}, PreprocPlanes::extraction), kExitInput);
+    const PreprocWeightedFloat32 img =
+        value_or_exit(read_preproc_weighted_float32(args.image), kExitInput);
     const GaussHermitePsf psf = value_or_exit(read_psf(args.psf), kExitInput);
     exit_on_error(
         check_psf_camera(img.header.get_string("CAMERA").value_or(""), args.image, psf, args.psf),
@@ -104,9 +104,7 @@ void run_trace_shifts(TraceShiftArgs& args)
             "found within +-{} px of the input traces",
             args.opt.width / 2);
     }
-    const LargeArray<double> weights = img.take_weights();
-    const ImageView view{img.ny,         img.ccd_width(), img.image.data(),
-                         weights.data(), img.col_begin,   img.nx};
+    const Float32ImageView view{img.ny, img.nx, img.image.data(), img.weights.data()};
     logger()->info(
         "trace-shifts start image={} psf={} degxx={} degxy={} degyx={} degyy={} "
         "reference_lines={}",

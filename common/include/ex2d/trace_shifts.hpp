@@ -13,6 +13,7 @@
 /// summed across the trace, less the PSF's. Both are fitted by polynomials in (x, y) of the
 /// requested degrees, the traces moved, and the measurement repeated until it converges.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -65,10 +66,28 @@ struct TraceShiftResult {
     double mean_dy = 0, min_dy = 0, max_dy = 0;
 };
 
+/// A frame's pixels and weights in float32, whole CCD rows (read_preproc_weighted_float32):
+/// half the memory of ImageView's doubles, and all the precision trace shifts need.
+struct Float32ImageView {
+    int ny = 0;
+    int nx = 0;
+    const float* pixels = nullptr;   ///< electrons, [ny][nx]
+    const float* weights = nullptr;  ///< ivar with masked pixels at 0
+    int col_begin = 0;               ///< always 0: whole rows
+
+    int stride() const { return nx; }
+    std::size_t index(int row, int col) const { return std::size_t(row) * nx + col; }
+};
+
 /// Measures the trace shifts of `image` (weights: ivar with masked pixels at 0) against
 /// `psf`. Errors (Status::invalid) name `frame_name` and the reason: no usable pixels, too
 /// few measurements for the fit, a fit that fails at degree 0, a bad option.
 Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name);
+/// The same on float32 pixels.
+Result<TraceShiftResult> measure_trace_shifts(const Float32ImageView& image,
+                                              const GaussHermitePsf& psf,
                                               const TraceShiftOptions& options,
                                               const std::string& frame_name);
 

@@ -46,14 +46,18 @@ private:
 };
 
 /// x offsets of the first `nfibers` fibres: one per fibre and block of rows where the
-/// profile's S/N exceeds 3 and no pixel of the window is masked.
-std::vector<TraceOffset> measure_x_offsets(const ImageView& image, const GaussHermitePsf& psf,
+/// profile's S/N exceeds 3 and no pixel of the window is masked, for the fibres where half
+/// of the blocks do (lit fibres).
+/// (View: ImageView or Float32ImageView.)
+template <typename View>
+std::vector<TraceOffset> measure_x_offsets(const View& image, const GaussHermitePsf& psf,
                                            const XCentroidModel& model, int nfibers, int width,
                                            int rows_rebin);
 
 /// y offsets of the first `nfibers` fibres: one per fibre and reference line (lines closer
 /// than a spot measured together) whose summed profile has S/N above 10, nothing masked.
-std::vector<TraceOffset> measure_y_offsets(const ImageView& image, const GaussHermitePsf& psf,
+template <typename View>
+std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermitePsf& psf,
                                            const std::vector<ReferenceLine>& lines, int nfibers,
                                            int width);
 

@@ -84,7 +84,8 @@ double XCentroidModel::centroid(int fiber, int block, double phase) const
     return t[k] + (u - k) * (t[k + 1] - t[k]);
 }
 
-std::vector<TraceOffset> measure_x_offsets(const ImageView& image, const GaussHermitePsf& psf,
+template <typename View>
+std::vector<TraceOffset> measure_x_offsets(const View& image, const GaussHermitePsf& psf,
                                            const XCentroidModel& model, int nfibers, int width,
                                            int rows_rebin)
 {
@@ -98,7 +99,10 @@ std::vector<TraceOffset> measure_x_offsets(const ImageView& image, const GaussHe
         // Per block: sum of flux, of flux x offset from the trace, of flux x model centroid,
         // of the pixel variance times 1, offset and offset^2, and flux-weighted x, y, wave.
         double s0 = 0, s1 = 0, sm = 0, v0 = 0, v1 = 0, v2 = 0, sx = 0, sy = 0, sw = 0;
+        std::vector<TraceOffset> fiber_offsets;
+        int blocks_seen = 0;
         auto flush = [&]() {
+            if (v0 > 0) ++blocks_seen;
             if (s0 > 0 && v0 > 0 && s0 / std::sqrt(v0) > kMinSnr) {
                 const double c = s1 / s0;
                 TraceOffset o;
@@ -109,7 +113,7 @@ std::vector<TraceOffset> measure_x_offsets(const ImageView& image, const GaussHe
                 o.wave = sw / s0;
                 o.delta = (s1 - sm) / s0;
                 o.error = std::sqrt(std::max(0.0, v2 - 2 * c * v1 + c * c * v0)) / s0;
-                if (o.error > 0) offsets.push_back(o);
+                if (o.error > 0) fiber_offsets.push_back(o);
             }
             s0 = s1 = sm = v0 = v1 = v2 = sx = sy = sw = 0;
         };
@@ -163,8 +167,18 @@ std::vector<TraceOffset> measure_x_offsets(const ImageView& image, const GaussHe
             sw += g0 * wave;
         }
         if (current_block >= 0) flush();
+        // Noise alone passes the S/N cut in 0.1% of the blocks: a fibre counts as lit where
+        // half of its blocks pass.
+        if (2 * fiber_offsets.size() >= size_t(blocks_seen) && blocks_seen > 0) {
+            offsets.insert(offsets.end(), fiber_offsets.begin(), fiber_offsets.end());
+        }
     }
     return offsets;
 }
+
+template std::vector<TraceOffset> measure_x_offsets(const ImageView&, const GaussHermitePsf&,
+                                                    const XCentroidModel&, int, int, int);
+template std::vector<TraceOffset> measure_x_offsets(const Float32ImageView&, const GaussHermitePsf&,
+                                                    const XCentroidModel&, int, int, int);
 
 }  // namespace ex2d::traceshift

@@ -50,7 +50,8 @@ std::vector<Feature> features_of_fiber(const GaussHermitePsf& psf, int fiber,
 
 }  // namespace
 
-std::vector<TraceOffset> measure_y_offsets(const ImageView& image, const GaussHermitePsf& psf,
+template <typename View>
+std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermitePsf& psf,
                                            const std::vector<ReferenceLine>& lines, int nfibers,
                                            int width)
 {
@@ -167,5 +168,10 @@ std::vector<TraceOffset> measure_y_offsets(const ImageView& image, const GaussHe
     }
     return offsets;
 }
+
+template std::vector<TraceOffset> measure_y_offsets(const ImageView&, const GaussHermitePsf&,
+                                                    const std::vector<ReferenceLine>&, int, int);
+template std::vector<TraceOffset> measure_y_offsets(const Float32ImageView&, const GaussHermitePsf&,
+                                                    const std::vector<ReferenceLine>&, int, int);
 
 }  // namespace ex2d::traceshift

@@ -76,10 +76,12 @@ Result<AxisRun> converge(GaussHermitePsf& work, TraceAxis axis, int& degx, int& 
         run.offsets = measure(work);
         if (run.offsets.empty()) {
             return Status::invalid(
-                frame + (axis == TraceAxis::x
-                             ? ": no trace profile with S/N > 3 (a dark, bias or masked frame?)"
-                             : ": no reference line measured with S/N > 10 (too few sky lines "
-                               "on this frame?)"));
+                frame +
+                (axis == TraceAxis::x
+                     ? ": no lit fibre, none with S/N > 3 in half of its blocks of rows (a dark, "
+                       "bias or masked frame?)"
+                     : ": no reference line measured with S/N > 10 (too few sky lines "
+                       "on this frame?)"));
         }
         if (it == 0 && (degx > 0 || degy > 0) &&
             !covers_quadrants(run.offsets, work.npix_x, work.npix_y)) {
@@ -136,11 +138,9 @@ void summarize(const GaussHermitePsf& in, const GaussHermitePsf& out, TraceShift
     r.mean_dy = sum_dy / double(n);
 }
 
-}  // namespace
-
-Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
-                                              const TraceShiftOptions& options,
-                                              const std::string& frame_name)
+template <typename View>
+Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
+                                 const TraceShiftOptions& options, const std::string& frame_name)
 {
     EX2D_RETURN_NOT_OK(check_options(options, psf, frame_name));
     bool any_weight = false;
@@ -190,6 +190,23 @@ Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const Gaus
         frame_name, result.mean_dx, result.min_dx, result.max_dx, result.mean_dy, result.min_dy,
         result.max_dy, result.y_measured ? "yes" : "no");
     return result;
+}
+
+}  // namespace
+
+Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name)
+{
+    return measure(image, psf, options, frame_name);
+}
+
+Result<TraceShiftResult> measure_trace_shifts(const Float32ImageView& image,
+                                              const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name)
+{
+    return measure(image, psf, options, frame_name);
 }
 
 }  // namespace ex2d
