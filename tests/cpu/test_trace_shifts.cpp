@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "ex2d/accuracy.hpp"
+#include "ex2d/extraction.hpp"
+#include "ex2d/frame_io.hpp"
 #include "ex2d/night_sky_lines.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
 #include "shifted_traces.hpp"
+#include "sim_extract.hpp"
 #include "test_paths.hpp"
 
 namespace ex2d {
@@ -81,6 +85,74 @@ TEST(TraceShifts, SyntheticPsfMatchesTruth)
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     run_case(psf, kCases[2], 7);
     run_case(psf, kCases[3], 8);
+}
+
+/// Pulls of one bundle of `frame` extracted with `psf`, through the writer and reader.
+PullStatistics bundle_pulls(const SimulatedFrame& frame, const GaussHermitePsf& psf)
+{
+    const ExtractionOptions opt = test::r_grid_options(225, 25);
+    const LargeArray<double> weights = frame.preproc.weights();
+    const ImageView view{frame.preproc.ny, frame.preproc.nx, frame.preproc.image.data(),
+                         weights.data()};
+    auto backend = make_cpu_backend(2);
+    auto extracted = extract_frame(view, psf, opt, *backend);
+    EXPECT_TRUE(extracted.is_ok()) << extracted.status().to_string();
+    test::TempDir dir;
+    FrameProvenance prov;
+    prov.image_header = frame.preproc.header;
+    prov.fibermap = frame.preproc.fibermap;
+    prov.options = opt;
+    const std::string path = dir.file("frame.fits");
+    EXPECT_TRUE(write_frame(path, extracted.value(), prov).is_ok());
+    auto file = read_frame(path);
+    EXPECT_TRUE(file.is_ok()) << file.status().to_string();
+    auto pulls = pull_statistics(file.value(), frame.truth);
+    EXPECT_TRUE(pulls.is_ok()) << pulls.status().to_string();
+    const PullStatistics& p = pulls.value();
+    std::printf("  pulls mean %+.4f std %.4f median chi2pix %.3f\n", p.mean, p.stddev,
+                p.median_chi2pix);
+    return p;
+}
+
+// Item 3: extraction with the output PSF gives pulls as with the true PSF; the input PSF,
+// 0.35 px off in x and 0.4 px in y, does not.
+TEST(TraceShifts, ExtractionWithOutputPsfPullsAsWithTruePsf)
+{
+    EX2D_REQUIRE_SHARED_PSF(path, "psf-r0-00051060.fits");
+    auto psf = read_psf(path);
+    ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
+    const Case& c = kCases[1];
+    const GaussHermitePsf truth = test::shifted_psf(psf.value(), c.dx, c.dy);
+    SimulationOptions sim;
+    sim.seed = 3101;
+    sim.nspec = truth.nspec();
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(truth, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.lines = night_sky_lines();
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf.value(), opt, c.name);
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    GaussHermitePsf output = psf.value();
+    output.xtrace = result.value().xtrace;
+    output.ytrace = result.value().ytrace;
+
+    std::printf("true PSF\n");
+    const PullStatistics with_truth = bundle_pulls(frame.value(), truth);
+    std::printf("output PSF\n");
+    const PullStatistics with_output = bundle_pulls(frame.value(), output);
+    std::printf("input PSF\n");
+    const PullStatistics with_input = bundle_pulls(frame.value(), psf.value());
+    EXPECT_NEAR(with_output.mean, with_truth.mean, 0.01);
+    EXPECT_NEAR(with_output.stddev, with_truth.stddev, 0.01);
+    EXPECT_NEAR(with_output.median_chi2pix, with_truth.median_chi2pix, 0.02);
+    EXPECT_GT(with_input.stddev, with_truth.stddev + 0.05);
 }
 
 }  // namespace
