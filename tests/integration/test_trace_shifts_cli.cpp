@@ -4,11 +4,13 @@
 // rest of the input kept), the offsets table, and clear refusals.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "ex2d/night_sky_lines.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
@@ -55,6 +57,11 @@ protected:
         EXPECT_TRUE(write_preproc(path, frame.value().preproc).is_ok());
         return path;
     }
+    static std::string science()
+    {
+        static const std::string path = simulate(false, "preproc-r0-00000001.fits");
+        return path;
+    }
     static void expect_refused(const RunResult& r, int code, const std::string& problem)
     {
         EXPECT_EQ(r.exit_code, code) << r.output;
@@ -76,7 +83,7 @@ GaussHermitePsf* TraceShiftsCli::truth_ = nullptr;
 // the program.
 TEST_F(TraceShiftsCli, DesiProcScienceCommandLine)
 {
-    const std::string image = simulate(false, "preproc-r0-00000001.fits");
+    const std::string image = science();
     const std::string out = dir_->file("psf-r0-00000001.fits");
     const std::string offsets = dir_->file("offsets.fits");
     const RunResult r =
@@ -127,6 +134,35 @@ TEST_F(TraceShiftsCli, DesiProcFlatCommandLine)
     auto input = read_psf(psf_);
     EXPECT_EQ(shifted.value().ytrace.coef, input.value().ytrace.coef);
     EXPECT_EQ(*shifted.value().psf_header.get_double("MEANDY"), 0.0);
+}
+
+// --spectrum in desispec's spec-sky.dat format: here our own lines drawn as a spectrum.
+TEST_F(TraceShiftsCli, ReferenceSpectrumFile)
+{
+    const std::string spectrum = dir_->file("spec-sky.dat");
+    {
+        std::ofstream file(spectrum);
+        file << "# wavelength (A, vacuum) flux\n";
+        for (double w = 5500.0; w < 8000.0; w += 0.1) {
+            double f = 1.0;
+            for (const ReferenceLine& line : night_sky_lines()) {
+                const double d = (w - line.wave) / 0.4;
+                if (std::fabs(d) < 10) f += line.strength * std::exp(-0.5 * d * d);
+            }
+            file << w << ' ' << f << '\n';
+        }
+    }
+    const std::string out = dir_->file("psf-spectrum.fits");
+    const RunResult r =
+        test::run_command("trace-shifts -i " + science() + " --psf " + psf_ + " -o " + out +
+                          " --degxx 2 --degyx 2 --spectrum " + spectrum);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto shifted = read_psf(out);
+    ASSERT_TRUE(shifted.is_ok()) << shifted.status().to_string();
+    const test::TraceErrors e =
+        test::trace_errors(shifted.value().xtrace, shifted.value().ytrace, *truth_);
+    EXPECT_LT(e.rms_y, 0.015);
+    EXPECT_LT(std::fabs(e.mean_y), 0.01);
 }
 
 TEST_F(TraceShiftsCli, RefusalsNameTheProblem)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "ex2d/logging.hpp"
@@ -183,6 +184,38 @@ Result<ShiftPolynomial> fit_with_degree_rule(std::vector<TraceOffset>& offsets, 
             --degy;
         }
     }
+}
+
+std::vector<double> drop_discrepant_lines(std::vector<TraceOffset>& offsets,
+                                          const ShiftPolynomial& shift)
+{
+    std::map<double, std::vector<double>> residuals;
+    for (const TraceOffset& o : offsets) {
+        if (o.used) residuals[o.wave].push_back(o.delta - shift(o.x, o.y));
+    }
+    if (residuals.size() < 3) return {};
+    std::map<double, double> line_median;
+    std::vector<double> medians;
+    for (auto& [wave, r] : residuals) {
+        line_median[wave] = median(r);
+        medians.push_back(line_median[wave]);
+    }
+    const double center = median(medians);
+    std::vector<double> deviations;
+    for (double m : medians) deviations.push_back(std::fabs(m - center));
+    const double limit = std::max(0.02, 5.0 * 1.4826 * median(deviations));
+    std::vector<double> dropped;
+    for (const auto& [wave, m] : line_median) {
+        if (std::fabs(m - center) > limit) dropped.push_back(wave);
+    }
+    if (dropped.empty()) return dropped;
+    offsets.erase(std::remove_if(offsets.begin(), offsets.end(),
+                                 [&](const TraceOffset& o) {
+                                     return std::binary_search(dropped.begin(), dropped.end(),
+                                                               o.wave);
+                                 }),
+                  offsets.end());
+    return dropped;
 }
 
 LegendreTable shifted_trace(const GaussHermitePsf& psf, TraceAxis axis,

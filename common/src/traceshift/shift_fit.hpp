@@ -46,6 +46,13 @@ Result<ShiftPolynomial> fit_with_degree_rule(std::vector<TraceOffset>& offsets, 
                                              int& degy, double max_error,
                                              const GaussHermitePsf& psf, int nfibers);
 
+/// Removes the offsets of every reference line (offsets sharing a wavelength) whose median
+/// residual from `shift` stands out from the other lines' by more than 5 robust sigmas and
+/// 0.02 px: a line the reference has and the frame lacks, or has blended with another.
+/// Returns the wavelengths of the lines removed.
+std::vector<double> drop_discrepant_lines(std::vector<TraceOffset>& offsets,
+                                          const ShiftPolynomial& shift);
+
 enum class TraceAxis { x, y };
 
 /// XTRACE or YTRACE of `psf` moved by `shift` evaluated along every fibre's trace: the

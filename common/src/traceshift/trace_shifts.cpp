@@ -93,6 +93,18 @@ Result<AxisRun> converge(GaussHermitePsf& work, TraceAxis axis, int& degx, int& 
         }
         auto fit =
             traceshift::fit_with_degree_rule(run.offsets, degx, degy, opt.max_error, work, nfibers);
+        if (fit.is_ok() && axis == TraceAxis::y) {
+            const std::vector<double> dropped =
+                traceshift::drop_discrepant_lines(run.offsets, fit.value());
+            if (!dropped.empty()) {
+                logger()->info(
+                    "trace-shifts frame={} axis=y iteration={} lines_left_out={} "
+                    "first={:.2f}",
+                    frame, it + 1, dropped.size(), dropped.front());
+                fit = traceshift::fit_with_degree_rule(run.offsets, degx, degy, opt.max_error, work,
+                                                       nfibers);
+            }
+        }
         if (!fit.is_ok()) {
             return Status::invalid(frame + ": the " + name +
                                    " shift fit failed: " + fit.status().message());
