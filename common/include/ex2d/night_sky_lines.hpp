@@ -20,8 +20,8 @@ struct ReferenceLine {
     double strength = 0;
 };
 
-/// Strong, isolated night-sky lines from 5500 to 9000 A ([O I], Na I D and the brightest OH
-/// Meinel lines), in vacuum. The source and the conversion are in night_sky_lines.cpp.
+/// Strong, isolated night-sky lines from 4350 to 9000 A (Hg I street lamps, [O I], Na I D and
+/// the brightest OH Meinel lines), in vacuum. The source and the conversion are in night_sky_lines.cpp.
 const std::vector<ReferenceLine>& night_sky_lines();
 
 /// The emission lines of a reference spectrum sampled on `wave` (A, vacuum, increasing, as in

@@ -66,6 +66,15 @@ struct TraceShiftResult {
     double mean_dy = 0, min_dy = 0, max_dy = 0;
 };
 
+/// desi_proc's trace-shift method for an exposure's OBSTYPE (upper or lower case, blanks
+/// ignored): "sky" for SCIENCE and SKY, "continuum" for FLAT, TESTFLAT and TWILIGHT, "none"
+/// for the others (ARC, ZERO, DARK, ...).
+std::string trace_shift_method_for_obstype(const std::string& obstype);
+
+/// desi_proc's options for `method`: "sky" is --degxx 2 --degxy 0 --degyx 2 --degyy 0 --sky,
+/// "continuum" --degxx 2 --degxy 0 --continuum (x only).
+TraceShiftOptions desi_proc_trace_shift_options(const std::string& method);
+
 /// A frame's pixels and weights in float32, whole CCD rows (read_preproc_weighted_float32):
 /// half the memory of ImageView's doubles, and all the precision trace shifts need.
 struct Float32ImageView {

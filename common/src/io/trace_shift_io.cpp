@@ -2,20 +2,16 @@
 #include "ex2d/trace_shift_io.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "ex2d/frame_io.hpp"
 #include "fits_util.hpp"
 
 namespace ex2d {
 
 namespace {
-
-std::string without_trailing_slash(std::string s)
-{
-    while (s.size() > 1 && s.back() == '/') s.pop_back();
-    return s;
-}
 
 /// Replaces the data of the named image HDU of `f` (its shape unchanged) and its WAVEMIN,
 /// WAVEMAX cards.
@@ -57,27 +53,78 @@ Status refresh_checksums(fitsfile* f, const std::string& path)
     return Status::ok();
 }
 
+/// Copies every HDU of `in` (`input` in messages) into `out`, replaces the traces and adds
+/// the trace-shift keys.
+Status copy_with_shifted_traces(fitsfile* in, const std::string& input, fitsfile* out,
+                                const std::string& output, const TraceShiftResult& result,
+                                const TraceShiftInputs& inputs)
+{
+    std::vector<std::string> names;
+    EX2D_RETURN_NOT_OK(fits::scan_hdus(in, input, names));
+    for (const char* needed : {"XTRACE", "YTRACE", "PSF"}) {
+        if (fits::find_hdu(names, needed) == 0) {
+            return Status::format(input + ": no HDU named " + needed +
+                                  " (not a PSFVER 3 Gauss-Hermite PSF?)");
+        }
+    }
+    int status = 0;
+    for (size_t i = 1; i <= names.size(); ++i) {
+        fits_movabs_hdu(in, int(i), nullptr, &status);
+        fits_copy_hdu(in, out, 0, &status);
+    }
+    if (status) return fits::io_error(output, "cannot copy " + input, status);
+    EX2D_RETURN_NOT_OK(replace_trace(out, output, "XTRACE", result.xtrace));
+    EX2D_RETURN_NOT_OK(replace_trace(out, output, "YTRACE", result.ytrace));
+    if (fits_movnam_hdu(out, BINARY_TBL, const_cast<char*>("PSF"), 0, &status)) {
+        return fits::io_error(output, "no table HDU named PSF", status);
+    }
+    const std::pair<const char*, double> keys[] = {
+        {"MEANDX", result.mean_dx}, {"MINDX", result.min_dx}, {"MAXDX", result.max_dx},
+        {"MEANDY", result.mean_dy}, {"MINDY", result.min_dy}, {"MAXDY", result.max_dy},
+    };
+    for (const auto& [key, value] : keys) {
+        double v = value;
+        fits_update_key(out, TDOUBLE, key, &v, "px, output minus input traces", &status);
+    }
+    const std::string in_psf = shorten_desi_path(inputs.psf);
+    const std::string in_image = shorten_desi_path(inputs.image);
+    fits_update_key_longstr(out, "IN_PSF", const_cast<char*>(in_psf.c_str()),
+                            "PSF whose traces were shifted", &status);
+    fits_update_key_longstr(out, "IN_IMAGE", const_cast<char*>(in_image.c_str()),
+                            "image the shifts were measured on", &status);
+    if (status) return fits::io_error(output, "cannot write the trace-shift keys", status);
+    return refresh_checksums(out, output);
+}
+
 }  // namespace
 
-std::string shortened_path(const std::string& path)
+Result<std::vector<std::uint8_t>> shifted_psf_bytes(const std::vector<std::uint8_t>& input,
+                                                    const std::string& input_name,
+                                                    const TraceShiftResult& result,
+                                                    const TraceShiftInputs& inputs)
 {
-    // "" where `root` is not a prefix of the path.
-    auto replaced = [&](const std::string& root, const char* name) {
-        if (root.empty() || path.compare(0, root.size(), root) != 0) return std::string();
-        return name + path.substr(root.size());
-    };
-    if (const char* calib = std::getenv("DESI_SPECTRO_CALIB")) {
-        std::string s = replaced(without_trailing_slash(calib), "SPCALIB");
-        if (!s.empty()) return s;
+    // CFITSIO reads a memory file through a pointer it may reallocate: give it a copy.
+    void* buffer = std::malloc(input.size());
+    if (buffer == nullptr) return Status::io(input_name + ": out of memory");
+    std::memcpy(buffer, input.data(), input.size());
+    size_t size = input.size();
+    fitsfile* raw = nullptr;
+    int status = 0;
+    if (fits_open_memfile(&raw, input_name.c_str(), READONLY, &buffer, &size, 0, nullptr,
+                          &status)) {
+        std::free(buffer);
+        return fits::io_error(input_name, "cannot open the PSF's bytes", status);
     }
-    const char* redux = std::getenv("DESI_SPECTRO_REDUX");
-    const char* specprod = std::getenv("SPECPROD");
-    if (redux && specprod) {
-        std::string root = without_trailing_slash(redux) + "/" + specprod;
-        std::string s = replaced(root, "SPECPROD");
-        if (!s.empty()) return s;
-    }
-    return path;
+    fits::FitsPtr in(raw);
+    const std::string what = "shifted copy of " + input_name;
+    auto bytes = fits::build_memory_file(what, input.size() + 8 * 2880, [&](fitsfile* out) {
+        return copy_with_shifted_traces(in.get(), input_name, out, what, result, inputs);
+    });
+    in.reset();
+    std::free(buffer);
+    if (!bytes.is_ok()) return bytes.status();
+    const fits::MemoryFile& file = bytes.value();
+    return std::vector<std::uint8_t>(file.data.get(), file.data.get() + file.size);
 }
 
 Status write_shifted_psf(const std::string& input, const std::string& output,
@@ -85,43 +132,14 @@ Status write_shifted_psf(const std::string& input, const std::string& output,
 {
     fits::FitsPtr in;
     EX2D_RETURN_NOT_OK(fits::open_read(input, in));
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(in.get(), input, names));
-    for (const char* needed : {"XTRACE", "YTRACE", "PSF"}) {
-        if (fits::find_hdu(names, needed) == 0) {
-            return Status::format(input + ": no HDU named " + needed +
-                                  " (not a PSFVER 3 Gauss-Hermite PSF?)");
-        }
-    }
     return fits::write_atomically(output, [&](fitsfile* out) -> Status {
-        int status = 0;
-        for (size_t i = 1; i <= names.size(); ++i) {
-            fits_movabs_hdu(in.get(), int(i), nullptr, &status);
-            fits_copy_hdu(in.get(), out, 0, &status);
-        }
-        if (status) return fits::io_error(output, "cannot copy " + input, status);
-        EX2D_RETURN_NOT_OK(replace_trace(out, output, "XTRACE", result.xtrace));
-        EX2D_RETURN_NOT_OK(replace_trace(out, output, "YTRACE", result.ytrace));
-        if (fits_movnam_hdu(out, BINARY_TBL, const_cast<char*>("PSF"), 0, &status)) {
-            return fits::io_error(output, "no table HDU named PSF", status);
-        }
-        const std::pair<const char*, double> keys[] = {
-            {"MEANDX", result.mean_dx}, {"MINDX", result.min_dx}, {"MAXDX", result.max_dx},
-            {"MEANDY", result.mean_dy}, {"MINDY", result.min_dy}, {"MAXDY", result.max_dy},
-        };
-        for (const auto& [key, value] : keys) {
-            double v = value;
-            fits_update_key(out, TDOUBLE, key, &v, "px, output minus input traces", &status);
-        }
-        const std::string in_psf = shortened_path(inputs.psf);
-        const std::string in_image = shortened_path(inputs.image);
-        fits_update_key_longstr(out, "IN_PSF", const_cast<char*>(in_psf.c_str()),
-                                "PSF whose traces were shifted", &status);
-        fits_update_key_longstr(out, "IN_IMAGE", const_cast<char*>(in_image.c_str()),
-                                "image the shifts were measured on", &status);
-        if (status) return fits::io_error(output, "cannot write the trace-shift keys", status);
-        return refresh_checksums(out, output);
+        return copy_with_shifted_traces(in.get(), input, out, output, result, inputs);
     });
+}
+
+Status write_psf_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes)
+{
+    return fits::write_bytes_atomically(path, std::string(bytes.begin(), bytes.end()));
 }
 
 Status write_trace_offsets(const std::string& path, const std::vector<TraceOffset>& offsets)

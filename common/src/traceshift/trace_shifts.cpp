@@ -2,6 +2,7 @@
 #include "ex2d/trace_shifts.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -205,6 +206,32 @@ Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
 }
 
 }  // namespace
+
+std::string trace_shift_method_for_obstype(const std::string& obstype)
+{
+    std::string t;
+    for (char c : obstype) {
+        if (!std::isspace(static_cast<unsigned char>(c))) {
+            t += char(std::toupper(static_cast<unsigned char>(c)));
+        }
+    }
+    if (t == "SCIENCE" || t == "SKY") return "sky";
+    if (t == "FLAT" || t == "TESTFLAT" || t == "TWILIGHT") return "continuum";
+    return "none";
+}
+
+TraceShiftOptions desi_proc_trace_shift_options(const std::string& method)
+{
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degxy = 0;
+    if (method == "sky") {
+        opt.degyx = 2;
+        opt.degyy = 0;
+        opt.lines = night_sky_lines();
+    }
+    return opt;
+}
 
 Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
                                               const TraceShiftOptions& options,
