@@ -13,6 +13,7 @@
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
+#include "masked_amplifier.hpp"
 #include "shifted_traces.hpp"
 #include "sim_extract.hpp"
 #include "test_paths.hpp"
@@ -85,6 +86,70 @@ TEST(TraceShifts, SyntheticPsfMatchesTruth)
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     run_case(psf, kCases[2], 7);
     run_case(psf, kCases[3], 8);
+}
+
+// Item 6: a dead amplifier leaves a quadrant of the CCD without measurements (nothing is taken
+// from its garbage pixels); the fit over the other three must still be right.
+TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const GaussHermitePsf truth = test::shifted_psf(
+        psf, [](double) { return 0.3; }, [](double) { return -0.2; });
+    SimulationOptions sim;
+    sim.seed = 77;
+    sim.nspec = psf.nspec();
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(truth, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    PreprocImage& img = frame.value().preproc;
+    const test::AmplifierQuadrant quadrant = test::upper_left_quadrant(psf, 249, 6700.0, img.ny);
+    test::mask_quadrant(img, quadrant);
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.lines = night_sky_lines();
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf, opt, "masked amplifier");
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    for (const TraceOffset& o : result.value().offsets) {
+        EXPECT_FALSE(o.x < quadrant.column_end - 4 && o.y > quadrant.row_begin + 6)
+            << "offset at x " << o.x << " y " << o.y << " in the masked quadrant";
+    }
+    const test::TraceErrors e =
+        test::trace_errors(result.value().xtrace, result.value().ytrace, truth);
+    std::printf("masked amplifier             x: mean %+.4f rms %.4f   y: mean %+.4f rms %.4f\n",
+                e.mean_x, e.rms_x, e.mean_y, e.rms_y);
+    EXPECT_LE(e.rms_x, kMaxRms);
+    EXPECT_LE(e.rms_y, kMaxRms);
+}
+
+// Item 6: a frame without light is refused with its name and the reason.
+TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    SimulationOptions sim;
+    sim.nspec = 0;
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(psf, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf, opt, "preproc-dark.fits");
+    ASSERT_FALSE(result.is_ok());
+    EXPECT_NE(result.status().message().find("preproc-dark.fits: no lit fibre"), std::string::npos)
+        << result.status().message();
+    LargeArray<double> none(weights.size(), 0.0);
+    auto masked = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), none.data()},
+                                       psf, opt, "preproc-masked.fits");
+    ASSERT_FALSE(masked.is_ok());
+    EXPECT_NE(masked.status().message().find("preproc-masked.fits: every pixel is masked"),
+              std::string::npos);
 }
 
 /// Pulls of one bundle of `frame` extracted with `psf`, through the writer and reader.
