@@ -170,7 +170,12 @@ Result<ShiftPolynomial> fit_with_degree_rule(std::vector<TraceOffset>& offsets, 
                                      fit.value().error(xt.eval(fiber, wave), yt.eval(fiber, wave)));
                 }
             }
-            if (worst <= max_error || (degx == 0 && degy == 0)) return fit;
+            if (worst <= max_error) return fit;
+            if (degx == 0 && degy == 0) {
+                return Status::numerical("the shift's error at the CCD corners, " +
+                                         std::to_string(worst) + " px, exceeds --max-error " +
+                                         std::to_string(max_error) + " px even at degree 0");
+            }
         } else if (degx == 0 && degy == 0) {
             return fit.status();
         }

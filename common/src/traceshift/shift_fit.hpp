@@ -41,7 +41,8 @@ Result<ShiftPolynomial> fit_shift_polynomial(std::vector<TraceOffset>& offsets, 
 /// Fits like fit_shift_polynomial, lowering the degrees while the fit's error at the four CCD
 /// corners the traces reach (first and last fibre, first and last wavelength) exceeds
 /// `max_error` px, or the fit fails: first along y while degy > 0 and degy > degx, then
-/// along x (desi_compute_trace_shifts' rule). degx and degy return the degrees used.
+/// along x (desi_compute_trace_shifts' rule). degx and degy return the degrees used. Fails
+/// (Status::numerical, naming --max-error) where even a constant's error exceeds it.
 Result<ShiftPolynomial> fit_with_degree_rule(std::vector<TraceOffset>& offsets, int& degx,
                                              int& degy, double max_error,
                                              const GaussHermitePsf& psf, int nfibers);
