@@ -134,6 +134,15 @@ TEST_F(TraceShiftsCli, DesiProcFlatCommandLine)
     auto input = read_psf(psf_);
     EXPECT_EQ(shifted.value().ytrace.coef, input.value().ytrace.coef);
     EXPECT_EQ(*shifted.value().psf_header.get_double("MEANDY"), 0.0);
+    // --auto reads FLAVOR (flat) and does the same.
+    const std::string automatic = dir_->file("psf-r0-flat-auto.fits");
+    const RunResult a = test::run_command("trace-shifts -i " + image + " --psf " + psf_ + " -o " +
+                                          automatic + " --degxx 2 --auto");
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("flavor=flat continuum=yes"), std::string::npos) << a.output;
+    auto same = read_psf(automatic);
+    ASSERT_TRUE(same.is_ok());
+    EXPECT_EQ(same.value().xtrace.coef, shifted.value().xtrace.coef);
 }
 
 // --spectrum in desispec's spec-sky.dat format: here our own lines drawn as a spectrum.
