@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -143,10 +144,18 @@ void add_trace_shifts_command(CLI::App& app)
     cmd->add_option("--outoffsets", args->outoffsets,
                     "Also write the measured offsets: a FITS table if the name has .fits, "
                     "else CSV");
-    cmd->add_option("--degxx", opt.degxx, "Degree of the x shifts along x")->capture_default_str();
-    cmd->add_option("--degxy", opt.degxy, "Degree of the x shifts along y")->capture_default_str();
-    cmd->add_option("--degyx", opt.degyx, "Degree of the y shifts along x")->capture_default_str();
-    cmd->add_option("--degyy", opt.degyy, "Degree of the y shifts along y")->capture_default_str();
+    cmd->add_option("--degxx", opt.degxx, "Degree of the x shifts along x")
+        ->check(CLI::Range(0, 6))
+        ->capture_default_str();
+    cmd->add_option("--degxy", opt.degxy, "Degree of the x shifts along y")
+        ->check(CLI::Range(0, 6))
+        ->capture_default_str();
+    cmd->add_option("--degyx", opt.degyx, "Degree of the y shifts along x")
+        ->check(CLI::Range(0, 6))
+        ->capture_default_str();
+    cmd->add_option("--degyy", opt.degyy, "Degree of the y shifts along y")
+        ->check(CLI::Range(0, 6))
+        ->capture_default_str();
     cmd->add_flag("--sky", args->sky,
                   "Measure y on the night-sky lines ex2d ships (vacuum wavelengths)");
     cmd->add_flag("--continuum", args->continuum,
@@ -160,16 +169,25 @@ void add_trace_shifts_command(CLI::App& app)
     cmd->add_flag("--auto", args->auto_flavor,
                   "Choose --continuum, --arc-lamps or --sky from the image's FLAVOR");
     cmd->add_option("--width", opt.width, "Columns of the cross-dispersion window (odd)")
+        ->check(CLI::Validator(
+            [](const std::string& v) {
+                const int w = std::atoi(v.c_str());
+                return w >= 3 && w % 2 == 1 ? std::string() : "must be an odd number >= 3";
+            },
+            "ODD>=3"))
         ->capture_default_str();
     cmd->add_option("--ccd-rows-rebin", opt.ccd_rows_rebin,
                     "Rows summed before the cross-dispersion centroids")
+        ->check(CLI::Range(1, 100))
         ->capture_default_str();
     cmd->add_option("--max-error", opt.max_error,
                     "Largest fit error (px) at the CCD corners before the degrees are lowered")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->add_flag("--no-large-shift-scan", args->no_large_shift_scan,
                   "Accepted for desispec's command line (ex2d makes no large-shift scan)");
-    cmd->add_option("--nfibers", opt.nfibers, "Measure only the first N fibres (debugging)");
+    cmd->add_option("--nfibers", opt.nfibers, "Measure only the first N fibres (debugging)")
+        ->check(CLI::PositiveNumber);
     cmd->callback([args] { run_trace_shifts(*args); });
 }
 

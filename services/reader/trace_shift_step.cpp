@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "trace_shift_step.hpp"
 
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 

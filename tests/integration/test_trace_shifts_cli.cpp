@@ -184,6 +184,9 @@ TEST_F(TraceShiftsCli, RefusalsNameTheProblem)
     expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
                                      out + " --lines lines.txt"),
                    2, "--lines");
+    expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
+                                     out + " --sky --width 6"),
+                   2, "--width");
     const std::string dark = simulate(false, "preproc-dark.fits", 0);
     expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
                                      " --arc-lamps"),
