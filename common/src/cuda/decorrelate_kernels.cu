@@ -25,7 +25,9 @@ __global__ void frobenius_kernel(DeviceLayout layout, ChunkBuffers chunk)
     double frob2 = block_sum(partial, scratch);
     // A failed factorisation leaves garbage in L, hence in C: hand the eigen-solver the
     // identity instead, so no NaN ever enters it. The patch is already flagged.
-    const bool failed = (chunk.flags[p] & kFlagFactor) != 0;
+    // From factor_info, not flags: other blocks of this patch set bits in flags with atomicOr
+    // meanwhile, and a plain read of that word beside them is a data race.
+    const bool failed = chunk.factor_info[p] != 0;
     if (failed || !isfinite(frob2)) {
         for (int k = threadIdx.x; k < nw * nw; k += blockDim.x)
             block[k] = (k % (nw + 1) == 0) ? 1.0 : 0.0;
@@ -120,7 +122,7 @@ __global__ void finalize_kernel(DeviceLayout layout, ChunkBuffers chunk)
         }
     }
     // After a failed factorisation x is garbage; the patch is already flagged for that.
-    if (bad && !(chunk.flags[p] & kFlagFactor)) atomicOr(chunk.flags + p, kFlagNonFinite);
+    if (bad && chunk.factor_info[p] == 0) atomicOr(chunk.flags + p, kFlagNonFinite);
 }
 
 }  // namespace
