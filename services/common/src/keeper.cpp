@@ -157,11 +157,23 @@ void Keeper::run()
                 ctx_.metrics().leases("renewed").Increment();
                 continue;
             }
+            std::lock_guard<std::mutex> lock(mutex_);
+            // Released while it was being renewed: its holder finished it (the renewal raced
+            // the finish and found the job acknowledged), which is no loss at all.
+            if (!held_.count(id)) continue;
             ctx_.metrics().leases("lost").Increment();
+            lost_.insert(id);
+            if (fence.value() == Fence::gone) {
+                // No longer pending: acknowledged by this holder's finish, still in flight, or
+                // by another holder's. The holder's own finish says which ("finish refused").
+                logger()->info(
+                    "lease renewal found job={} attempt={} acknowledged; this holder's finish "
+                    "decides whether it was its own",
+                    job.job, job.epoch);
+                continue;
+            }
             logger()->warn("lease lost job={} attempt={} reason={}", job.job, job.epoch,
                            to_string(fence.value()));
-            std::lock_guard<std::mutex> lock(mutex_);
-            lost_.insert(id);
         }
     }
 }
