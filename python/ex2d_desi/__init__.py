@@ -3,10 +3,13 @@
 
 ``main_ex2d(args, comm=None)`` takes the parsed ``desi_extract_spectra`` arguments, as
 ``desispec.scripts.extract.main_gpu_specter`` does, and runs ``ex2d extract`` for them;
-``submit_exposure`` hands an exposure's cameras to a running fleet instead (``ex2dctl``).
+``submit_exposure`` hands an exposure's cameras to a running fleet instead (``ex2dctl``);
+``trace_shifts_main(cmdargs)`` runs desi_proc's traceshift step with ``ex2d trace-shifts``.
 """
 
 from .extract import Ex2dError, extract_command, main_ex2d
 from .fleet import submit_exposure
+from .trace_shifts import trace_shifts_command, trace_shifts_main
 
-__all__ = ["Ex2dError", "extract_command", "main_ex2d", "submit_exposure"]
+__all__ = ["Ex2dError", "extract_command", "main_ex2d", "submit_exposure",
+           "trace_shifts_command", "trace_shifts_main"]

@@ -14,6 +14,10 @@ THRESHOLDS = (
     ("ALLBADPIX", "fraction of bins with ALLBADPIX", 0.01, 0.05),
     ("BAD2DFIT", "fraction of bins with BAD2DFIT", 0.01, 0.05),
     ("BADCOLUMN", "fraction of bins with BADCOLUMN", 0.05, 0.20),
+    # Trace shifts (issue 31): the largest shift of any fibre, and the brightest fibres' median
+    # CHI2PIX, which a PSF off by 0.1 px raises from 0.8 to 2.3 and by 0.2 px to 7.
+    ("trace_shift_max", "largest trace shift |dx| or |dy| (px)", 1.0, 3.0),
+    ("bright_chi2_median", "median CHI2PIX of the brightest 5% of fibres", 2.0, 5.0),
 )
 ORDER = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
@@ -26,7 +30,18 @@ def quantities(rec):
          "chi2_above5_frac": rec["chi2_above5"] / n}
     for bit, count in rec["mask"].items():
         q[bit] = count / n
+    q["bright_chi2_median"] = rec.get("bright_chi2_median", 0.0)
+    q["trace_shift_max"] = trace_shift_max(rec.get("trace_shifts"))
     return q
+
+
+def trace_shift_max(shifts):
+    """Largest |shift| the frame's header records, 0 without the step or measurement."""
+    if not shifts:
+        return 0.0
+    values = [abs(shifts[k]) for k in ("mindx", "maxdx", "mindy", "maxdy")
+              if shifts.get(k) is not None]
+    return max(values) if values else 0.0
 
 
 def judge(rec):
@@ -35,6 +50,11 @@ def judge(rec):
         return "FAIL", [rec["error"]]
     q = quantities(rec)
     flag, reasons = "PASS", []
+    shifts = rec.get("trace_shifts")
+    if shifts and shifts["method"].upper() == "FAILED":
+        # The fleet's rule (docs/fleet.md): extracted with the input PSF, and flagged.
+        flag = "WARN"
+        reasons.append("traces not shifted: " + (shifts["reason"] or "the step failed"))
     for key, what, warn, fail in THRESHOLDS:
         v = q[key]
         if isinstance(v, float) and math.isnan(v):

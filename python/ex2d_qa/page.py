@@ -139,7 +139,8 @@ def thresholds_html():
     return ('<h2 id="thresholds">Flags and thresholds</h2><p>A frame is <b class=FAIL>FAIL</b> '
             "when its file is missing or unreadable, when the fleet failed or dead-lettered "
             "it, or when a number below passes its FAIL threshold; <b class=WARN>WARN</b> when "
-            "a number passes its WARN threshold or the fleet has not finished it; "
+            "a number passes its WARN threshold, the fleet has not finished it, or its "
+            "trace-shift step failed (the frame was then extracted with the input PSF); "
             "<b class=PASS>PASS</b> otherwise. A camera or exposure takes its worst frame's "
             "flag. Fractions are of the frame's flux bins (fibres x wavelengths); mask bits "
             "are desispec's specmask.</p><table><tr><th class=l>number</th><th>WARN</th>"
@@ -174,6 +175,7 @@ def exposure_section(report, night, expid, cams):
             out.append('<li><span class="%s">%s</span> %s (<code>%s</code>): %s</li>' % (
                 f.flag, f.flag, esc(f.camera), esc(f.path), esc("; ".join(f.reasons))))
         out.append("</ul>")
+    out.append(trace_shift_table(frames))
     info = report.timing.get((night, expid), {})
     out.append("<h4>Timing (from the fleet's Redis)</h4>")
     if not info.get("available"):
@@ -237,6 +239,42 @@ def exposure_section(report, night, expid, cams):
                    % (esc(" ".join(undetailed)),
                       esc(report_dir(frames))))
     return "\n".join(out)
+
+
+def _shift_range(shifts, axis):
+    mean, lo, hi = (shifts.get(k + axis) for k in ("mean", "min", "max"))
+    if mean is None:
+        return '<span class="na">not measured</span>'
+    return "%+.3f [%+.3f, %+.3f]" % (mean, lo, hi)
+
+
+def trace_shift_table(frames):
+    """Each frame's trace shifts (its header's TRSHIFT, MEANDX..MAXDY) across fibres, and its
+    brightest fibres' median CHI2PIX, where a PSF mismatch shows first."""
+    rows = []
+    for f in frames:
+        if not f.readable:
+            continue
+        shifts = f.rec.get("trace_shifts")
+        if shifts is None:
+            method = '<span class="na">no step (frame made without it)</span>'
+            dx = dy = ""
+        else:
+            failed = shifts["method"].upper() == "FAILED"
+            method = ('<span class="WARN">FAILED</span>: ' + esc(shifts["reason"])
+                      if failed else esc(shifts["method"]))
+            dx, dy = _shift_range(shifts, "dx"), _shift_range(shifts, "dy")
+        rows.append("<tr><td class=l>%s</td><td class=l>%s</td><td>%s</td><td>%s</td>"
+                    "<td>%s</td></tr>" % (esc(f.camera), method, dx, dy,
+                                          num(f.rec.get("bright_chi2_median"))))
+    if not rows:
+        return ""
+    return ("<h4>Trace shifts</h4><table><tr><th class=l>camera</th><th class=l>method</th>"
+            "<th>dx px: mean [min, max] over fibres</th><th>dy px: mean [min, max]</th>"
+            "<th>bright fibres' median CHI2PIX</th></tr>%s</table>"
+            "<p class=small>Output minus input traces of every fibre at five wavelengths, as "
+            "the trace-shift step records them in the frame's header. Thresholds below.</p>"
+            % "".join(rows))
 
 
 def report_dir(frames):

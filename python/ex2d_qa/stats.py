@@ -99,6 +99,8 @@ def _summarise(hdus, rec, detail):
     median = float(np.median(good)) if good.size else float("nan")
     rec["chi2_median"] = median
     rec["chi2_above5"] = int(np.count_nonzero(good > 5 * median)) if good.size else 0
+    rec["bright_chi2_median"] = _bright_fibres_chi2(flux, chi2, finite_flux & finite_chi2)
+    rec["trace_shifts"] = _trace_shifts(head)
     rec["scores"] = {}
     if "SCORES" in hdus:
         table = hdus["SCORES"].data
@@ -120,6 +122,37 @@ def _summarise(hdus, rec, detail):
     if detail:
         rec["detail"] = _detail(flux, ivar, mask, chi2, wave, fibers, objtype,
                                 finite_flux & finite_ivar)
+
+
+# The brightest fibres show a PSF mismatch first: traces 0.1 px off raise their median
+# CHI2PIX from 0.8 to 2.3, 0.2 px to 7 (docs/benchmarks.md, issue 31).
+BRIGHT_FIBRE_FRACTION = 0.05
+
+
+def _bright_fibres_chi2(flux, chi2, finite):
+    """Median CHI2PIX over the brightest 5% of fibres (at least 3) by median flux."""
+    nspec = flux.shape[0]
+    if nspec == 0:
+        return float("nan")
+    level = np.array([np.median(flux[s][finite[s]]) if finite[s].any() else -np.inf
+                      for s in range(nspec)])
+    n = max(3, int(round(BRIGHT_FIBRE_FRACTION * nspec)))
+    bright = np.argsort(level)[::-1][:min(n, nspec)]
+    values = chi2[bright][finite[bright]]
+    return float(np.median(values)) if values.size else float("nan")
+
+
+def _trace_shifts(head):
+    """The trace-shift step as the frame's header records it (TRSHIFT, MEANDX..MAXDY,
+    TRSHFAIL), or None for a frame made without the step."""
+    method = head.get("TRSHIFT")
+    if method is None:
+        return None
+    out = {"method": str(method).strip(), "reason": str(head.get("TRSHFAIL", "") or "")}
+    for key in ("MEANDX", "MINDX", "MAXDX", "MEANDY", "MINDY", "MAXDY"):
+        value = head.get(key)
+        out[key.lower()] = float(value) if value is not None else None
+    return out
 
 
 def _detail(flux, ivar, mask, chi2, wave, fibers, objtype, finite):

@@ -132,6 +132,12 @@ Job job_for(const std::string& path, const SubmitArgs& a)
     }
     opt.psferr = a.psferr_given ? a.psferr : arm.psferr;
     job.options = service::options_to_json(opt);
+    job.trace_shifts = a.trace_shifts;
+    if (a.write_shifted_psf) {
+        job.shifted_psf =
+            (fs::path(job.output).parent_path() / ("psf-" + job.camera + "-" + job.expid + ".fits"))
+                .string();
+    }
     return job;
 }
 

@@ -64,7 +64,9 @@ struct SubmitArgs {
     std::string compression = "env";  ///< gz, none, env = $DESI_COMPRESSION (default gz)
     bool force = false;
     bool json = false;
-    ExtractionOptions options;  ///< set by check_submit_args
+    std::string trace_shifts = "auto";  ///< auto, sky, continuum, none (Job::trace_shifts)
+    bool write_shifted_psf = false;     ///< write psf-CAMERA-EXPID.fits beside the frame
+    ExtractionOptions options;          ///< set by check_submit_args
 };
 
 /// Checks the lane and the extraction options with `ex2d extract`'s functions and fills

@@ -87,6 +87,16 @@ void add_submit_command(CLI::App& app, ctl::SubmitArgs& sub, CommandArgs& a)
     submit->add_option("-n,--nspec", sub.nspec, "Number of spectra")->capture_default_str();
     submit->add_option("--compression", sub.compression, "gz, none, or env ($DESI_COMPRESSION)")
         ->capture_default_str();
+    submit
+        ->add_option("--trace-shifts", sub.trace_shifts,
+                     "Trace shifts before extraction: auto (desi_proc's: sky for SCIENCE and "
+                     "SKY, continuum for FLAT, TESTFLAT and TWILIGHT, none otherwise), sky, "
+                     "continuum or none")
+        ->check(CLI::IsMember({"auto", "sky", "continuum", "none"}))
+        ->capture_default_str();
+    submit->add_flag("--write-shifted-psf", sub.write_shifted_psf,
+                     "Also write the trace-shifted PSF where desi_proc does: "
+                     "exposures/NIGHT/EXPID/psf-CAM-EXPID.fits");
     submit->add_flag("--force", sub.force, "Queue frames already done again");
     a.submit = submit;
 }

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "bench_trace_shifts.hpp"
 #include "cli_support.hpp"
 #include "ex2d/accuracy.hpp"
 #include "ex2d/extraction.hpp"
@@ -295,6 +296,7 @@ void run_bench(BenchArgs& args)
     const TimedRuns runs = run_timed(view, psf, opt, *backend, args.repeat, on_device);
     const WrittenAccuracy accuracy = written_accuracy(runs.frame, simulated, opt);
     print_summary(args, runs, accuracy, *backend, warmup, on_device, rss_before_extraction);
+    if (args.nspec == psf.nspec()) bench_trace_shifts(simulated, psf);
 }
 
 }  // namespace
@@ -305,7 +307,8 @@ void add_bench_command(CLI::App& app)
     CLI::App* cmd = app.add_subcommand(
         "bench",
         "Benchmark: simulate a full frame and extract it; prints seconds, core-seconds, "
-        "patches per second, peak memory, a split by stage and the accuracy");
+        "patches per second, peak memory, a split by stage and the accuracy, then the trace "
+        "shifts of the frame (core-seconds on one thread, memory, shift recovered)");
     cmd->add_option("-p,--psf", args->psf, "PSF file (default: a synthetic PSF of --camera)");
     cmd->add_option("--camera", args->camera, "Camera whose grid and CCD to use: b0..z9")
         ->capture_default_str();

@@ -38,5 +38,6 @@ void add_simulate_command(CLI::App& app);
 void add_make_psf_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_accuracy_command(CLI::App& app);
+void add_trace_shifts_command(CLI::App& app);
 
 }  // namespace ex2d::tool

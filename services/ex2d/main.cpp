@@ -12,15 +12,20 @@
 
 namespace {
 
-/// Installed under desispec's name (a symlink, see services/ex2d/CMakeLists.txt), the tool
-/// is `ex2d extract`, so that desi_proc-style command lines run unchanged.
+/// Installed under desispec's names (symlinks, see services/ex2d/CMakeLists.txt), the tool
+/// is `ex2d extract` or `ex2d trace-shifts`, so that desi_proc-style command lines run
+/// unchanged.
 std::vector<char*> arguments_for(int argc, char** argv)
 {
     std::vector<char*> args(argv, argv + argc);
     const char* slash = std::strrchr(argv[0], '/');
     const char* base = slash ? slash + 1 : argv[0];
     static char extract[] = "extract";
+    static char trace_shifts[] = "trace-shifts";
     if (std::strcmp(base, "desi_extract_spectra") == 0) args.insert(args.begin() + 1, extract);
+    if (std::strcmp(base, "desi_compute_trace_shifts") == 0) {
+        args.insert(args.begin() + 1, trace_shifts);
+    }
     return args;
 }
 
@@ -43,12 +48,16 @@ int main(int argc, char** argv)
                  "Typical use:\n"
                  "  ex2d make-psf --camera r0 -o psf.fits\n"
                  "  ex2d simulate -p psf.fits -o preproc.fits --truth truth.fits\n"
+                 "  ex2d trace-shifts -i preproc.fits --psf psf.fits -o psf-shifted.fits "
+                 "--degxx 2 --degyx 2 --sky\n"
                  "  ex2d extract -i preproc.fits -p psf.fits -o frame.fits\n"
                  "  ex2d accuracy --frame frame.fits --truth truth.fits\n"
                  "  ex2d bench -p psf.fits"};
     app.require_subcommand(1);
     std::string log_level = "info";
-    app.add_option("--log-level", log_level, "Log level: debug, info, warning, error")
+    app.add_option("--log-level", log_level,
+                   "Log level: trace, debug, info, warning, error, critical or off")
+        ->check(CLI::IsMember(ex2d::log_level_names()))
         ->capture_default_str();
     app.set_version_flag("--version", "ex2d " EX2D_VERSION);
     ex2d::tool::add_extract_command(app);
@@ -56,6 +65,7 @@ int main(int argc, char** argv)
     ex2d::tool::add_make_psf_command(app);
     ex2d::tool::add_accuracy_command(app);
     ex2d::tool::add_bench_command(app);
+    ex2d::tool::add_trace_shifts_command(app);
     app.parse_complete_callback([&] { ex2d::set_log_level(log_level); });
     std::vector<char*> args = arguments_for(argc, argv);
     try {

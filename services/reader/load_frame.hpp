@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ex2d/service/buffer_pool.hpp"
 #include "ex2d/service/frame_messages.hpp"
@@ -12,6 +13,8 @@ namespace ex2d::reader {
 struct LoadedFrame {
     wire::OutgoingMessage message;
     double read_seconds = 0;
+    /// The trace-shift step's outcome for the frame's Redis hash (trace_shift_fields).
+    std::vector<std::string> trace_shift_fields;
 };
 
 /// Reads and checks a job's preproc and PSF files as `ex2d extract` would, refusing what it

@@ -177,6 +177,14 @@ bool Reader::load_next()
         keeper_->release(*job);
         return true;
     }
+    if (!loaded_frame.value().trace_shift_fields.empty()) {
+        auto noted = plane_->note_fields(*job, loaded_frame.value().trace_shift_fields);
+        if (!noted.is_ok() || noted.value() != Fence::applied) {
+            logger()->warn(
+                "trace shifts not recorded in Redis: {}",
+                noted.is_ok() ? service::to_string(noted.value()) : noted.status().to_string());
+        }
+    }
     ctx_.metrics().stage_seconds("read").Observe(loaded_frame.value().read_seconds);
     ctx_.metrics().frames("read").Increment();
     Loaded loaded{*job, wire::encode(loaded_frame.value().message), Clock::now()};

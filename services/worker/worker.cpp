@@ -282,20 +282,12 @@ void Worker::accept_frame(wire::IncomingMessage message)
     waiting_.push_back(std::move(inputs).value());
 }
 
-std::shared_ptr<const GaussHermitePsf> Worker::psf_for(const service::FrameInputs& in,
-                                                       Status& status)
+Result<std::shared_ptr<const GaussHermitePsf>> Worker::psf_for(const service::FrameInputs& in)
 {
-    auto it = psf_cache_.find(in.psf_checksum);
-    if (it != psf_cache_.end()) return it->second;
-    auto psf = read_psf_bytes(in.psf_file, in.job.psf);
-    if (!psf.is_ok()) {
-        status = psf.status();
-        return nullptr;
-    }
-    // Frames of one exposure share few PSFs: keep the last handful parsed.
-    if (psf_cache_.size() >= 8) psf_cache_.erase(psf_cache_.begin());
-    auto shared = std::make_shared<const GaussHermitePsf>(std::move(psf).value());
-    psf_cache_[in.psf_checksum] = shared;
+    if (const auto* cached = psf_cache_.find(in.psf_checksum)) return *cached;
+    EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(in.psf_file, in.job.psf));
+    auto shared = std::make_shared<const GaussHermitePsf>(std::move(psf));
+    psf_cache_.put(in.psf_checksum, shared);
     return shared;
 }
 
@@ -304,9 +296,7 @@ Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in)
     service::ScopedLogContext lc(job_log_context(in.job));
     const auto start = Clock::now();
     service::test_delay("EXTRACT");
-    Status status;
-    std::shared_ptr<const GaussHermitePsf> psf = psf_for(in, status);
-    if (!psf) return status;
+    EX2D_ASSIGN_OR_RETURN(std::shared_ptr<const GaussHermitePsf> psf, psf_for(in));
     EX2D_ASSIGN_OR_RETURN(ExtractionOptions opt, service::options_from_json(in.job.options));
     const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
     EX2D_ASSIGN_OR_RETURN(ExtractedFrame frame, extract_frame(view, *psf, opt, *backend_));

@@ -20,6 +20,7 @@
 #include "ex2d/psf.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/frame_messages.hpp"
+#include "ex2d/service/lru_cache.hpp"
 #include "ex2d/service/settings.hpp"
 #include "ex2d/service/shm_slots.hpp"
 #include "peer_connections.hpp"
@@ -50,8 +51,8 @@ private:
     /// Float64 planes of a frame already extracted, to decode the next one into.
     LargeArray<double> take_spare_plane();
     void return_spare_plane(LargeArray<double> plane);
-    std::shared_ptr<const GaussHermitePsf> psf_for(const service::FrameInputs& inputs,
-                                                   Status& status);
+    /// The frame's PSF, parsed once and kept while the worker's last PSFs include it.
+    Result<std::shared_ptr<const GaussHermitePsf>> psf_for(const service::FrameInputs& inputs);
 
     const service::WorkerSettings settings_;
     std::unique_ptr<ExtractionBackend> backend_;
@@ -72,7 +73,9 @@ private:
     // keep memory that no frame will use.
     std::size_t max_spare_planes_ = 0;
     int extraction_done_fd_ = -1;  ///< eventfd the extraction thread signals when it returns
-    std::map<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_;  ///< by checksum
+    /// Parsed PSFs by checksum: the 30 cameras of an exposure and a few more, so that the
+    /// cameras of a night, which come round in turn, find theirs again.
+    service::LruCache<std::string, std::shared_ptr<const GaussHermitePsf>> psf_cache_{32};
     Clock::time_point next_discovery_;
     long frames_done_ = 0;
     std::string device_;

@@ -54,7 +54,18 @@ Result<Placement> place_final(const std::string& tmp, const std::string& final_p
     // it between two passes at most once per job, so three passes always decide.
     for (int pass = 0; pass < 3; ++pass) {
         if (rename_no_replace(tmp, final_path) == 0) return Placement::placed;
-        if (errno != EEXIST) return io_failure(final_path, "cannot rename the temporary file");
+        const int rename_errno = errno;
+        if (rename_errno == ENOENT && !still_ours()) {
+            // Stalled past its lease and its heartbeat, this writer was taken for gone and
+            // another writer's sweep removed its temporary file: fenced out, as designed.
+            return Status::invalid(tmp +
+                                   ": lease lost and the temporary file removed by "
+                                   "another writer's sweep before the rename (stale_epoch)");
+        }
+        if (rename_errno != EEXIST) {
+            errno = rename_errno;
+            return io_failure(final_path, "cannot rename the temporary file");
+        }
         if (holds_our_frame(final_path, ours)) return Placement::already_there;
         if (!still_ours()) {
             return Status::invalid(final_path +

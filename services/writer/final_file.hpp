@@ -27,7 +27,10 @@ bool same_provenance(const FitsHeader& a, const FitsHeader& b);
 /// Gives `tmp` the name `final_path`. A final file of the same provenance as `ours` is never
 /// replaced (already_there; `tmp` is left for the caller to remove). One of another
 /// provenance is an old output: while `still_ours` holds, it is moved aside to `aside` (a
-/// temporary name of this writer), checked, and removed once `tmp` is in place.
+/// temporary name of this writer), checked, and removed once `tmp` is in place. A `tmp` that is
+/// gone while `still_ours` no longer holds (another writer's sweep removed it when this one
+/// stalled past its heartbeat) is a fenced-out writer: an invalid_argument status saying so,
+/// as any lost lease is.
 Result<Placement> place_final(const std::string& tmp, const std::string& final_path,
                               const std::string& aside, const FitsHeader& ours,
                               const std::function<bool()>& still_ours);

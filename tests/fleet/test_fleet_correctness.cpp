@@ -45,13 +45,17 @@ int attempts_above_one(Fleet& fleet, int expid, const std::vector<std::string>& 
 
 /// A fleet of one reader, one worker and a writer `name` that sleeps `delay_ms` with its
 /// frame's temporary file complete, just before its rename; returns that writer once it sleeps.
+/// `heartbeat_ttl_s` is that writer's: while it is stopped, the other writers take it for gone
+/// (and sweep its temporary) once that long has passed since its last heartbeat.
 Process& start_with_writer_stalled_before_rename(Fleet& fleet, int expid,
-                                                 const std::string& delay_ms)
+                                                 const std::string& delay_ms,
+                                                 const std::string& heartbeat_ttl_s = "3")
 {
     fleet.start("reader", "reader-1");
     fleet.start("worker", "worker-1");
     Process& writer =
-        fleet.start("writer", "writer-a", {}, {{"EX2D_TEST_DELAY_WRITE_MS", delay_ms}});
+        fleet.start("writer", "writer-a", {{"service.heartbeat_ttl_s", heartbeat_ttl_s}},
+                    {{"EX2D_TEST_DELAY_WRITE_MS", delay_ms}});
     EXPECT_EQ(fleet.submit(expid), 0);
     EXPECT_TRUE(eventually(30, [&] {
         return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos;
@@ -138,12 +142,15 @@ TEST(FleetCorrectness, WriterRefusesAFrameWhoseFibermapIsAnotherPetals)
 
 // A writer frozen right before its rename, past its lease, while another writer writes and
 // acknowledges the frame: when it wakes, its rename refuses to replace the finished frame.
+// Its heartbeat lives 60 s, so the other writer never takes it for gone and its temporary
+// stays (before, with 3 s, a stop that outlasted the heartbeat on a busy machine let the other
+// writer sweep the temporary, which the next test covers, and this one saw no "finish refused").
 TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame)
 {
     Fleet fleet("stale-rename");
     fleet.make_exposure(54, {"r1"});
     // The delay sits between the last lease check and the rename.
-    Process& stale = start_with_writer_stalled_before_rename(fleet, 54, "4000");
+    Process& stale = start_with_writer_stalled_before_rename(fleet, 54, "4000", "60");
     ASSERT_FALSE(::testing::Test::HasFailure());
     stale.signal(SIGSTOP);
     Process& fresh = fleet.start("writer", "writer-b");
@@ -167,6 +174,41 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
     EXPECT_EQ(stale.log().find("\"level\":\"error\""), std::string::npos)
         << "fenced out is a warning";
     expect_clean(fleet.check({54}, {"r1"}), "writer stalled before its rename");
+}
+
+// The same writer stopped until its heartbeat has lapsed: the other writer takes it for gone
+// and sweeps its temporary. When it wakes, the missing temporary with the lease lost is a
+// fenced-out write ("write abandoned ... stale_epoch", a warning), never an error, and the
+// finished frame is untouched.
+TEST(FleetCorrectness, WriterStalledPastItsHeartbeatFindsItsTemporarySweptAndStandsDown)
+{
+    Fleet fleet("swept-rename");
+    fleet.make_exposure(56, {"r1"});
+    Process& stale = start_with_writer_stalled_before_rename(fleet, 56, "4000", "3");
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    stale.signal(SIGSTOP);
+    Process& fresh = fleet.start("writer", "writer-b");
+    ASSERT_TRUE(fleet.wait_exposure(56, 60));
+    const std::string path = fleet.output_path(56, "r1");
+    const long long inode = inode_of(path);
+    const std::string checksum = fleet.frame_field(56, "r1", "checksum");
+    ASSERT_TRUE(eventually(30, [&] { return temporaries_under(fleet.dir() + "/out") == 0; }))
+        << "writer-b's log:\n"
+        << fresh.log();
+    stale.signal(SIGCONT);
+    ASSERT_TRUE(
+        eventually(20, [&] { return stale.log().find("write abandoned") != std::string::npos; }))
+        << "the stalled writer's log:\n"
+        << stale.log() << "writer-b's log:\n"
+        << fresh.log();
+    EXPECT_NE(stale.log().find("removed by another writer's sweep"), std::string::npos)
+        << stale.log();
+    EXPECT_EQ(stale.log().find("\"level\":\"error\""), std::string::npos)
+        << "fenced out is a warning";
+    EXPECT_EQ(inode_of(path), inode) << "the finished frame was replaced";
+    EXPECT_EQ(*wire::file_checksum128(path), checksum);
+    EXPECT_EQ(fleet.frame_field(56, "r1", "error"), "");
+    expect_clean(fleet.check({56}, {"r1"}), "writer stalled past its heartbeat");
 }
 
 // A writer frozen mid-write, whose frame another writer finishes, and which is then killed:

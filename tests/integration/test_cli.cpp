@@ -102,6 +102,19 @@ TEST_F(Cli, HelpListsSubcommands)
     }
 }
 
+// spdlog maps an unknown level name to "off": accepted, it would silence every line, the final
+// error included. It is a usage error that names the choices, before any work.
+TEST_F(Cli, UnknownLogLevelIsAUsageErrorNamingTheChoices)
+{
+    const std::string out = dir_->file("log-level.fits");
+    const RunResult r =
+        run_tool("--log-level bogus " + extract_args(preproc_path_, psf_path_, out));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("warning"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 TEST_F(Cli, ExtractWritesAFrameAndAModel)
 {
     const std::string out = dir_->file("frame-good.fits"), model = dir_->file("model-good.fits");

@@ -300,5 +300,47 @@ class MpiGroup(unittest.TestCase):
         self.assertEqual(self.run_group(args), {0: 3, 1: 3})
 
 
+class TraceShifts(unittest.TestCase):
+    """desi_proc's traceshift step through ex2d_desi.trace_shifts_main: its argument list for
+    a FLAT as desi_proc builds it (scripts/proc.py), and a failure as an Ex2dError."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        paths = WithTheBinary.make_inputs(cls.dir.name)
+        cls.psf = paths["psf"]
+        cls.preproc = paths["preproc"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def cmdargs(self, preproc, outpsf):
+        cmd = "desi_compute_trace_shifts -i {} --psf {} --degxx 2 --degxy 0".format(
+            preproc, self.psf)
+        cmd += " --continuum --no-large-shift-scan --outpsf {}".format(outpsf)
+        return cmd.split()[1:]
+
+    def test_command(self):
+        args = self.cmdargs("p.fits", "o.fits")
+        self.assertEqual(ex2d_desi.trace_shifts_command(args, binary="/bin/ex2d"),
+                         ["/bin/ex2d", "trace-shifts"] + args)
+
+    def test_the_shifted_psf_is_written(self):
+        outpsf = os.path.join(self.dir.name, "psf-r0-00000001.fits")
+        ex2d_desi.trace_shifts_main(self.cmdargs(self.preproc, outpsf), binary=EX2D)
+        with open(outpsf, "rb") as psf:
+            self.assertEqual(psf.read(30), b"SIMPLE  =                    T")
+
+    def test_a_failure_is_an_ex2d_error(self):
+        missing = os.path.join(self.dir.name, "no-such-preproc.fits")
+        outpsf = os.path.join(self.dir.name, "never.fits")
+        with self.assertRaises(ex2d_desi.Ex2dError) as caught:
+            ex2d_desi.trace_shifts_main(self.cmdargs(missing, outpsf), binary=EX2D)
+        self.assertEqual(caught.exception.returncode, 3)
+        self.assertIn("no-such-preproc.fits", str(caught.exception))
+        self.assertFalse(os.path.exists(outpsf))
+
+
 if __name__ == "__main__":
     unittest.main()

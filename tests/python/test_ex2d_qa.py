@@ -87,6 +87,69 @@ class Base(unittest.TestCase):
 
 
 @unittest.skipIf(fits is None, "astropy is not installed (.ci/install-deps --tests)")
+class TraceShifts(Base):
+    """Issue 31, item 7: each frame's shifts from its header (TRSHIFT, MEANDX..MAXDY), a
+    frame whose shifts pass the threshold or whose step failed flagged, the bright fibres'
+    CHI2PIX judged."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="ex2d-qa-shifts-")
+        root = cls.tmp.name
+        work = os.path.join(root, "work")
+        os.makedirs(work)
+        exposure = os.path.join(root, "exposures", NIGHT, EXPID)
+        os.makedirs(exposure)
+        good = make_frame(work)
+        cards = {"r0": {"TRSHIFT": "sky", "MEANDX": 0.05, "MINDX": 0.01, "MAXDX": 0.09,
+                        "MEANDY": -0.02, "MINDY": -0.04, "MAXDY": 0.0},
+                 "b0": {"TRSHIFT": "sky", "MEANDX": 1.2, "MINDX": 1.1, "MAXDX": 1.4,
+                        "MEANDY": 0.0, "MINDY": 0.0, "MAXDY": 0.0},
+                 "z0": {"TRSHIFT": "FAILED", "TRSHFAIL": "preproc-z0.fits: no reference line"}}
+        for camera, keys in cards.items():
+            with fits.open(good) as h:
+                for key, value in keys.items():
+                    h["FLUX"].header[key] = value
+                h["MASK"].data = h["MASK"].data.astype(np.uint32)
+                h.writeto(os.path.join(exposure, "frame-%s-%s.fits" % (camera, EXPID)))
+        html = os.path.join(root, "report.html")
+        cls.result = qa([exposure, "-o", html, "--cameras", "b0,r0,z0"])
+        with open(html, encoding="utf-8") as f:
+            cls.text = f.read()
+        cls.frames = {f["camera"]: f for f in report_data(cls.text)["frames"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_shifts_and_flags(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stdout)
+        self.assertEqual(self.frames["r0"]["flag"], "PASS", self.frames["r0"]["reasons"])
+        self.assertAlmostEqual(self.frames["r0"]["quantities"]["trace_shift_max"], 0.09)
+        self.assertEqual(self.frames["b0"]["flag"], "WARN")
+        self.assertIn("largest trace shift", self.frames["b0"]["reasons"][0])
+        self.assertEqual(self.frames["z0"]["flag"], "WARN")
+        self.assertIn("traces not shifted: preproc-z0.fits: no reference line",
+                      self.frames["z0"]["reasons"][0])
+
+    def test_table_on_the_page(self):
+        self.assertInPage("<h4>Trace shifts</h4>", self.text)
+        self.assertInPage("+0.050 [+0.010, +0.090]", self.text)
+        self.assertInPage("+1.200 [+1.100, +1.400]", self.text)
+        self.assertPageMatches(r"FAILED</span>: preproc-z0.fits: no reference line", self.text)
+        self.assertInPage("median CHI2PIX of the brightest 5% of fibres", self.text)
+
+    def test_bright_fibres_chi2_is_the_frames(self):
+        with fits.open(os.path.join(self.tmp.name, "exposures", NIGHT, EXPID,
+                                    "frame-r0-%s.fits" % EXPID)) as h:
+            flux, chi2 = h["FLUX"].data, h["CHI2PIX"].data
+            bright = np.argsort(np.median(flux, axis=1))[::-1][:3]
+            want = float(np.median(chi2[bright]))
+        self.assertAlmostEqual(self.frames["r0"]["quantities"]["bright_chi2_median"], want,
+                               places=6)
+
+
+@unittest.skipIf(fits is None, "astropy is not installed (.ci/install-deps --tests)")
 class Summary(Base):
     @classmethod
     def setUpClass(cls):

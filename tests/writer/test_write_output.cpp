@@ -187,6 +187,35 @@ TEST(FinalRename, AnOlderOutputIsReplacedOnlyWhileTheLeaseHolds)
     EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+// A writer stalled past its lease and its heartbeat is taken for gone: another writer's sweep
+// removes its temporary. When it wakes, the missing temporary with the lease lost is a fenced-out
+// write (invalid_argument, "stale_epoch"), not an I/O failure; the finished frame is untouched.
+// With the lease still held, a vanished temporary is an I/O error.
+TEST(FinalRename, ATemporarySweptWhileTheLeaseWasLostIsAFencedOutWrite)
+{
+    WriteNames names;
+    const auto& [dir, final_path, tmp, aside] = names;
+    write_frame_of(final_path, "nightly/00000042/r2", 1.0);
+    const ex2d::FitsHeader ours = write_frame_of(tmp, "nightly/00000042/r2", 2.0);
+    const long long inode = inode_of(final_path);
+    fs::remove(tmp);
+
+    auto fenced = ex2d::writer::place_final(tmp, final_path, aside, ours, [] { return false; });
+    ASSERT_FALSE(fenced.is_ok());
+    EXPECT_EQ(fenced.status().code(), ex2d::StatusCode::invalid_argument);
+    EXPECT_NE(fenced.status().message().find("stale_epoch"), std::string::npos)
+        << fenced.status().to_string();
+    EXPECT_NE(fenced.status().message().find("sweep"), std::string::npos);
+    EXPECT_EQ(inode_of(final_path), inode);
+
+    auto vanished = ex2d::writer::place_final(tmp, final_path, aside, ours, [] { return true; });
+    ASSERT_FALSE(vanished.is_ok());
+    EXPECT_EQ(vanished.status().code(), ex2d::StatusCode::io_error);
+    EXPECT_NE(vanished.status().message().find("No such file"), std::string::npos)
+        << vanished.status().to_string();
+    EXPECT_EQ(inode_of(final_path), inode);
+}
+
 class MemoryLedger : public ex2d::writer::TemporaryLedger {
 public:
     ex2d::Status record(const std::string& path) override

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +17,10 @@ namespace ex2d {
 /// The shared "ex2d" logger (stderr, created on first use).
 std::shared_ptr<spdlog::logger> logger();
 
-/// Sets the level from "debug", "info", "warning", "error".
+/// The level names set_log_level takes: trace, debug, info, warning (or warn), error,
+/// critical, off.
+const std::vector<std::string>& log_level_names();
+/// Sets the level from one of log_level_names(); throws std::invalid_argument for any other.
 void set_log_level(const std::string& level);
 
 /// A progress bar on a terminal; on a non-terminal, a log line at every 10% of the work.

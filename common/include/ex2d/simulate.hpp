@@ -31,6 +31,10 @@ struct SimulationOptions {
     int expid = 1;
     int night = 20261121;
     bool noise = true;  ///< false: noiseless image (ivar from read noise and signal)
+    /// A continuum-lamp flat (FLAVOR flat): every lit fibre the same smooth, bright lamp
+    /// spectrum of `flat_level` electrons per bin, no sky, no targets.
+    bool flat = false;
+    double flat_level = 3000.0;
 };
 
 /// Photons per wavelength bin of every fibre on the extraction grid.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <stdexcept>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <unistd.h>
@@ -20,8 +21,22 @@ std::shared_ptr<spdlog::logger> logger()
     return instance;
 }
 
+const std::vector<std::string>& log_level_names()
+{
+    static const std::vector<std::string> names = {"trace", "debug", "info",     "warning",
+                                                   "warn",  "error", "critical", "off"};
+    return names;
+}
+
 void set_log_level(const std::string& level)
 {
+    // spdlog maps a name it does not know to "off", which would silence every line, the final
+    // error included: a caller must have checked the name against log_level_names().
+    const auto& names = log_level_names();
+    if (std::find(names.begin(), names.end(), level) == names.end()) {
+        throw std::invalid_argument("unknown log level '" + level +
+                                    "' (trace, debug, info, warning, error, critical or off)");
+    }
     logger()->set_level(spdlog::level::from_str(level == "warning" ? "warn" : level));
 }
 

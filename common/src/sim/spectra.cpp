@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+
+#include "ex2d/air_vacuum.hpp"
 
 namespace ex2d::sim {
 
@@ -11,23 +14,29 @@ namespace {
 constexpr double kSqrt2 = 1.41421356237309504880;
 constexpr double kSpeedOfLightKms = 299792.458;
 
-/// A spectral line: rest (or observed, for the sky) wavelength in A and a strength.
+/// A spectral line: rest (or observed, for the sky) wavelength in A, in air as the atlases
+/// publish it, and a strength. Every use converts the wavelength to vacuum (vacuum_wave), as
+/// DESI's wavelength solutions are in vacuum.
 struct Line {
     double wave;
     double strength;
+
+    double vacuum_wave() const { return air_to_vacuum(wave); }
 };
 
-// Night-sky emission (observed wavelengths, A) with their total electrons per exposure at
+// Night-sky emission (observed air wavelengths, A) with their total electrons per exposure at
 // sky_level 1: [OI] 5577, 6300, 6364, Na D, the OH Meinel bands that dominate the red and
-// near-IR sky, and the Hg street-lamp lines 4358, 5461 in the blue arm.
+// near-IR sky, and the Hg street-lamp lines 4358, 5461 in the blue arm. The lines that trace
+// shifts use as their reference (night_sky_lines.cpp) have the same published wavelengths;
+// the others (blends, street lamps) are there as a real sky has them.
 constexpr Line kSkyLines[] = {
-    {4358.3, 600},   {5460.7, 800},  {5577.34, 5000}, {5889.95, 800}, {5895.92, 600},
-    {6300.30, 2500}, {6363.78, 800}, {6498.7, 400},   {6553.6, 500},  {6863.96, 1500},
-    {6923.2, 1200},  {7276.4, 1500}, {7316.3, 2000},  {7340.9, 1800}, {7369.2, 1500},
-    {7401.7, 1200},  {7571.8, 1000}, {7750.6, 2500},  {7794.1, 2500}, {7821.5, 2000},
-    {7913.7, 2500},  {7964.6, 3000}, {7993.3, 3500},  {8344.6, 5000}, {8399.2, 4000},
-    {8430.2, 4000},  {8465.4, 3500}, {8504.8, 3000},  {8791.2, 4000}, {8827.1, 5000},
-    {8885.8, 6000},  {8919.6, 5000}, {8958.1, 5500},  {9375.9, 6000}, {9439.7, 7000},
+    {4358.328, 600},  {5460.735, 800},  {5577.339, 5000}, {5889.950, 800},  {5895.924, 600},
+    {6300.304, 2500}, {6363.776, 800},  {6498.7, 400},    {6553.6, 500},    {6863.955, 1500},
+    {6923.220, 1200}, {7276.405, 1500}, {7316.282, 2000}, {7340.885, 1800}, {7369.2, 1500},
+    {7401.7, 1200},   {7571.8, 1000},   {7750.640, 2500}, {7794.112, 2500}, {7821.503, 2000},
+    {7913.708, 2500}, {7964.650, 3000}, {7993.332, 3500}, {8344.602, 5000}, {8399.170, 4000},
+    {8430.174, 4000}, {8465.4, 3500},   {8504.8, 3000},   {8791.2, 4000},   {8827.096, 5000},
+    {8885.850, 6000}, {8919.635, 5000}, {8958.083, 5500}, {9375.9, 6000},   {9439.7, 7000},
 };
 constexpr double kSkyLineSigma = 0.7;  // A: instrumental width of unresolved sky lines
 
@@ -93,7 +102,8 @@ void add_sky(const std::vector<double>& grid, double dw, double sky_level, doubl
         out[i] += sky_level * (20.0 + 40.0 * red_fraction);
     }
     for (const Line& line : kSkyLines) {
-        add_gaussian_line(grid, dw, line.wave, kSkyLineSigma, sky_level * line.strength, out);
+        add_gaussian_line(grid, dw, line.vacuum_wave(), kSkyLineSigma, sky_level * line.strength,
+                          out);
     }
 }
 
@@ -128,7 +138,7 @@ void add_galaxy(const std::vector<double>& grid, double dw, std::mt19937_64& rng
     const double line_flux = log_uniform(rng, 50.0, 3000.0);
     const double velocity_dispersion = uniform(rng, 40.0, 150.0);  // km/s
     for (const Line& line : kGalaxyLines) {
-        const double observed = line.wave * (1.0 + redshift);
+        const double observed = line.vacuum_wave() * (1.0 + redshift);
         const double sigma = std::hypot(observed * velocity_dispersion / kSpeedOfLightKms, 0.3);
         add_gaussian_line(grid, dw, observed, sigma, line_flux * line.strength, out);
     }
@@ -143,15 +153,36 @@ void add_star(const std::vector<double>& grid, double amplitude, std::mt19937_64
     const double hot = (temperature - 4000.0) / 6000.0;
     const double norm = 1.0 / planck(6000.0, temperature);
     const double doppler = 1.0 + velocity / kSpeedOfLightKms;
+    double centers[std::size(kStellarLines)];
+    for (size_t k = 0; k < std::size(kStellarLines); ++k) {
+        centers[k] = kStellarLines[k].vacuum_wave() * doppler;
+    }
     for (size_t i = 0; i < grid.size(); ++i) {
         const double w = grid[i];
         double transmission = 1.0;
-        for (const Line& line : kStellarLines) {
+        for (size_t k = 0; k < std::size(kStellarLines); ++k) {
+            const Line& line = kStellarLines[k];
             const double depth = line.strength > 0 ? 0.25 + 0.35 * hot : 0.55 - 0.35 * hot;
-            const double d = (w - line.wave * doppler) / line_sigma;
+            const double d = (w - centers[k]) / line_sigma;
             if (std::fabs(d) < 8.0) transmission *= 1.0 - depth * std::exp(-0.5 * d * d);
         }
         out[i] += amplitude * planck(w, temperature) * norm * transmission;
+    }
+}
+
+/// A continuum lamp seen through every fibre: a broad hump across the spectrograph's range,
+/// with a fibre-to-fibre throughput within +-5% as a real flat has.
+void add_lamp(const std::vector<double>& grid, double level, int nspec, FrameSpectra& spectra)
+{
+    const size_t ngrid = grid.size();
+    for (int s = 0; s < nspec; ++s) {
+        spectra.kinds[s] = TargetKind::lamp;
+        const double throughput = 1.0 + 0.05 * std::sin(0.7 * s);
+        double* out = spectra.photons.data() + size_t(s) * ngrid;
+        for (size_t i = 0; i < ngrid; ++i) {
+            const double d = (grid[i] - 6500.0) / 4000.0;
+            out[i] = level * throughput * (1.0 - 0.5 * d * d);
+        }
     }
 }
 
@@ -165,6 +196,10 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
     FrameSpectra spectra;
     spectra.kinds.assign(nspec, TargetKind::galaxy);
     spectra.photons.assign(size_t(nspec) * ngrid, 0.0);
+    if (opt.flat) {
+        add_lamp(grid, opt.flat_level, nspec, spectra);
+        return spectra;
+    }
 
     // About one fibre in ten is a sky fibre, as on a DESI petal; the bright stars are drawn
     // among the others, then the remaining targets are galaxies (3 in 4) or faint stars.
@@ -199,6 +234,7 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
                 break;
             case TargetKind::sky:
             case TargetKind::dark:
+            case TargetKind::lamp:
                 break;
         }
     }

@@ -12,7 +12,7 @@
 
 namespace ex2d::sim {
 
-enum class TargetKind { dark, sky, galaxy, star, bright_star };
+enum class TargetKind { dark, sky, galaxy, star, bright_star, lamp };
 
 /// Spectra of the lit fibres on a uniform grid of bin centres.
 struct FrameSpectra {

@@ -31,12 +31,19 @@ const char* to_string(Fence fence)
 
 std::map<std::string, std::string> Job::fields() const
 {
-    return {{"job", job},           {"lane", lane},
-            {"campaign", campaign}, {"night", night},
-            {"expid", expid},       {"camera", camera},
-            {"preproc", preproc},   {"psf", psf},
-            {"output", output},     {"badcolumns", badcolumns},
-            {"options", options}};
+    return {{"job", job},
+            {"lane", lane},
+            {"campaign", campaign},
+            {"night", night},
+            {"expid", expid},
+            {"camera", camera},
+            {"preproc", preproc},
+            {"psf", psf},
+            {"output", output},
+            {"badcolumns", badcolumns},
+            {"options", options},
+            {"trace_shifts", trace_shifts},
+            {"shifted_psf", shifted_psf}};
 }
 
 Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fields)
@@ -65,6 +72,10 @@ Job Job::from_fields(const std::vector<std::pair<std::string, std::string>>& fie
             j.badcolumns = v;
         else if (k == "options")
             j.options = v;
+        else if (k == "trace_shifts")
+            j.trace_shifts = v;
+        else if (k == "shifted_psf")
+            j.shifted_psf = v;
     }
     return j;
 }
@@ -315,6 +326,11 @@ Result<Fence> ControlPlane::advance(const Job& job, const std::string& state, co
 Result<Fence> ControlPlane::note_error(const Job& job, const std::string& error)
 {
     return fenced(lua::kNoteError, job, {error});
+}
+
+Result<Fence> ControlPlane::note_fields(const Job& job, const std::vector<std::string>& fields)
+{
+    return fenced(lua::kNoteFields, job, fields);
 }
 
 Result<Fence> ControlPlane::fail(const Job& job, const std::string& error, const Actor& actor)

@@ -100,6 +100,15 @@ redis.call('HSET', fkey, 'error', ARGV[8], 'updated_at', ts)
 return 1
 )LUA";
 
+// note_fields: ARGV[8..] = field, value, field, value, ...
+inline constexpr const char* kNoteFields = R"LUA(
+for i = 8, #ARGV - 1, 2 do
+  redis.call('HSET', fkey, ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', fkey, 'updated_at', ts)
+return 1
+)LUA";
+
 // hand_back: ARGV[8] = idle time to set (ms), past the lease.
 inline constexpr const char* kHandBack = R"LUA(
 redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'IDLE', ARGV[8], 'JUSTID')

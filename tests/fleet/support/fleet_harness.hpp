@@ -96,7 +96,8 @@ public:
     /// chaos soak makes hundreds of frames); the files are the same as make_exposure's.
     void make_exposures(const std::vector<int>& expids, const std::vector<std::string>& cameras,
                         int parallel, const std::string& night = "20261122");
-    /// ex2dctl submit for the exposure folder, with the small frames' options.
+    /// ex2dctl submit for the exposure folder, with the small frames' options and
+    /// --trace-shifts none unless `extra` names another.
     int submit(int expid, const std::string& night = "20261122",
                const std::vector<std::string>& extra = {});
     /// Waits until the exposure is no longer active; false on timeout.

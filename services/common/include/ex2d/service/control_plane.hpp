@@ -29,9 +29,14 @@ struct Job {
     std::string preproc, psf, output;
     std::string badcolumns;  ///< calibnight badcolumns CSV to apply; empty: no such step
     std::string options;     ///< JSON of extraction options
-    std::string stream;      ///< the stream key it came from
-    std::string stream_id;   ///< its entry id
-    long long epoch = 0;     ///< delivery count when taken
+    /// Trace shifts before extraction: auto (desi_proc's choice by OBSTYPE), sky, continuum
+    /// or none; "" (a job queued before the step existed) is none.
+    std::string trace_shifts;
+    /// Where the trace-shifted PSF is written (desi_proc's psf-CAMERA-EXPID.fits); "": not.
+    std::string shifted_psf;
+    std::string stream;     ///< the stream key it came from
+    std::string stream_id;  ///< its entry id
+    long long epoch = 0;    ///< delivery count when taken
 
     std::map<std::string, std::string> fields() const;
     static Job from_fields(const std::vector<std::pair<std::string, std::string>>& fields);
@@ -101,6 +106,8 @@ public:
     Result<Fence> advance(const Job& job, const std::string& state, const Actor& actor);
     /// Records a transient error on the frame without releasing it, fenced.
     Result<Fence> note_error(const Job& job, const std::string& error);
+    /// Sets `fields` (name, value, name, value, ...) in the frame hash, fenced.
+    Result<Fence> note_fields(const Job& job, const std::vector<std::string>& fields);
     /// Permanent failure: state failed with the error, acknowledged, fenced.
     Result<Fence> fail(const Job& job, const std::string& error, const Actor& actor);
     /// Done: output written; state done, acknowledged, events, fenced.

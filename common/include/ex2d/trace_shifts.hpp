@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#pragma once
+
+/// @file trace_shifts.hpp
+/// Trace shifts: where a frame's spectral traces lie relative to a PSF's, measured on the
+/// frame itself, and the PSF's XTRACE/YTRACE moved there (the step desi_proc runs as
+/// desi_compute_trace_shifts before extracting science and flat frames). The method and its
+/// accuracy are in docs/algorithm-notes.md ("Trace shifts").
+///
+/// x: per fibre and block of CCD rows, the flux-weighted centroid of the cross-dispersion
+/// profile in a window around the trace, less the centroid the PSF predicts in the same
+/// window; y: per fibre and reference emission line, the centroid along the rows of the line
+/// summed across the trace, less the PSF's. Both are fitted by polynomials in (x, y) of the
+/// requested degrees, the traces moved, and the measurement repeated until it converges.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ex2d/extraction_backend.hpp"
+#include "ex2d/night_sky_lines.hpp"
+#include "ex2d/psf.hpp"
+#include "ex2d/status.hpp"
+
+namespace ex2d {
+
+struct TraceShiftOptions {
+    int degxx = 0;  ///< degree of dx in CCD x (across fibres)
+    int degxy = 0;  ///< degree of dx in CCD y (along wavelength)
+    int degyx = 0;  ///< degree of dy in CCD x
+    int degyy = 0;  ///< degree of dy in CCD y
+    /// Measure dy from these lines (vacuum A); empty: x only (continuum frames).
+    std::vector<ReferenceLine> lines;
+    int width = 7;            ///< columns of the cross-dispersion window (odd)
+    int ccd_rows_rebin = 4;   ///< rows summed before the x centroids (speed)
+    double max_error = 0.05;  ///< px: largest fit error at the CCD corners before the
+                              ///< degrees are lowered (first along y, then along x)
+    int nfibers = 0;          ///< fibres measured, from the first; 0 = all
+    int max_iterations = 10;  ///< per axis; stops earlier when the traces move < 0.001 px
+};
+
+/// One measured offset (as desi_compute_trace_shifts' --outoffsets table).
+struct TraceOffset {
+    int axis = 0;  ///< 0: y (wavelength), 1: x (cross-dispersion), desispec's AXIS
+    int fiber = 0;
+    double wave = 0;   ///< A
+    double x = 0;      ///< CCD column of the measurement
+    double y = 0;      ///< CCD row
+    double delta = 0;  ///< px, measured offset of the data from the input traces
+    double error = 0;  ///< px
+    bool used = true;  ///< false: rejected as an outlier by the fit
+};
+
+/// Trace shifts of one frame.
+struct TraceShiftResult {
+    LegendreTable xtrace;              ///< corrected XTRACE (same degree and domain as the input)
+    LegendreTable ytrace;              ///< corrected YTRACE
+    std::vector<TraceOffset> offsets;  ///< the last iteration's measurements, axis y first
+    int degxx = 0, degxy = 0, degyx = 0, degyy = 0;  ///< degrees used (after lowering)
+    bool y_measured = false;
+    int x_iterations = 0;
+    int y_iterations = 0;
+    /// Output minus input traces of every fibre at 5 wavelengths spanning the trace domain
+    /// (desispec's MEANDX, MINDX, ... header keys).
+    double mean_dx = 0, min_dx = 0, max_dx = 0;
+    double mean_dy = 0, min_dy = 0, max_dy = 0;
+};
+
+/// desi_proc's trace-shift method for an exposure's OBSTYPE (upper or lower case, blanks
+/// ignored): "sky" for SCIENCE and SKY, "continuum" for FLAT, TESTFLAT and TWILIGHT, "none"
+/// for the others (ARC, ZERO, DARK, ...).
+std::string trace_shift_method_for_obstype(const std::string& obstype);
+
+/// desi_proc's options for `method`: "sky" is --degxx 2 --degxy 0 --degyx 2 --degyy 0 --sky,
+/// "continuum" --degxx 2 --degxy 0 --continuum (x only).
+TraceShiftOptions desi_proc_trace_shift_options(const std::string& method);
+
+/// A frame's pixels and weights in float32, whole CCD rows (read_preproc_weighted_float32):
+/// half the memory of ImageView's doubles, and all the precision trace shifts need.
+struct Float32ImageView {
+    int ny = 0;
+    int nx = 0;
+    const float* pixels = nullptr;   ///< electrons, [ny][nx]
+    const float* weights = nullptr;  ///< ivar with masked pixels at 0
+    int col_begin = 0;               ///< always 0: whole rows
+
+    int stride() const { return nx; }
+    std::size_t index(int row, int col) const { return std::size_t(row) * nx + col; }
+};
+
+/// Measures the trace shifts of `image` (weights: ivar with masked pixels at 0) against
+/// `psf`. Errors (Status::invalid) name `frame_name` and the reason: no usable pixels, too
+/// few measurements for the fit, a fit that fails at degree 0, a bad option.
+Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name);
+/// The same on float32 pixels.
+Result<TraceShiftResult> measure_trace_shifts(const Float32ImageView& image,
+                                              const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name);
+
+}  // namespace ex2d

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Trace shifts (issue 31, item 3): whole r frames simulated through shifted traces and
+// measured against the unshifted PSF; the output traces must match the truth over every fibre
+// and wavelength with rms <= 0.015 px and |mean| <= 0.01 px in x and y.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "ex2d/accuracy.hpp"
+#include "ex2d/extraction.hpp"
+#include "ex2d/frame_io.hpp"
+#include "ex2d/night_sky_lines.hpp"
+#include "ex2d/psf_io.hpp"
+#include "ex2d/simulate.hpp"
+#include "ex2d/synthetic_psf.hpp"
+#include "masked_amplifier.hpp"
+#include "shifted_traces.hpp"
+#include "sim_extract.hpp"
+#include "test_paths.hpp"
+
+namespace ex2d {
+namespace {
+
+constexpr double kMaxRms = 0.015;
+constexpr double kMaxMean = 0.01;
+
+struct Case {
+    const char* name;
+    test::ShiftOfColumn dx, dy;
+    bool flat = false;
+};
+
+test::TraceErrors run_case(const GaussHermitePsf& psf, const Case& c, std::uint64_t seed)
+{
+    const GaussHermitePsf truth = test::shifted_psf(psf, c.dx, c.dy);
+    SimulationOptions sim;
+    sim.seed = seed;
+    sim.nspec = psf.nspec();
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    sim.flat = c.flat;
+    auto frame = simulate_frame(truth, sim);
+    EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights = img.weights();
+    const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
+
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    if (!c.flat) opt.lines = night_sky_lines();
+    auto result = measure_trace_shifts(view, psf, opt, c.name);
+    EXPECT_TRUE(result.is_ok()) << result.status().to_string();
+    if (!result.is_ok()) return {};
+    const test::TraceErrors e =
+        test::trace_errors(result.value().xtrace, result.value().ytrace, truth);
+    std::printf("%-28s x: mean %+.4f rms %.4f   y: mean %+.4f rms %.4f   (%ld points)\n", c.name,
+                e.mean_x, e.rms_x, e.mean_y, e.rms_y, e.n);
+    EXPECT_LE(e.rms_x, kMaxRms) << c.name;
+    EXPECT_LE(std::abs(e.mean_x), kMaxMean) << c.name;
+    EXPECT_LE(e.rms_y, kMaxRms) << c.name;
+    EXPECT_LE(std::abs(e.mean_y), kMaxMean) << c.name;
+    return e;
+}
+
+const Case kCases[] = {
+    {"science, no shift", [](double) { return 0.0; }, [](double) { return 0.0; }},
+    {"science, constant", [](double) { return 0.35; }, [](double) { return -0.4; }},
+    {"science, across fibres", [](double u) { return 0.2 + 0.3 * u - 0.25 * u * u; },
+     [](double u) { return -0.15 + 0.35 * u + 0.2 * u * u; }},
+    {"flat, across fibres", [](double u) { return -0.3 + 0.2 * u + 0.3 * u * u; },
+     [](double) { return 0.0; }, true},
+};
+
+TEST(TraceShifts, RealPsfMatchesTruth)
+{
+    EX2D_REQUIRE_SHARED_PSF(path, "psf-r0-00051060.fits");
+    auto psf = read_psf(path);
+    ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
+    std::uint64_t seed = 31;
+    for (const Case& c : kCases) run_case(psf.value(), c, seed++);
+}
+
+TEST(TraceShifts, SyntheticPsfMatchesTruth)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    run_case(psf, kCases[2], 7);
+    run_case(psf, kCases[3], 8);
+}
+
+// Item 6: a dead amplifier leaves a quadrant of the CCD without measurements (nothing is taken
+// from its garbage pixels); the fit over the other three must still be right.
+TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const GaussHermitePsf truth = test::shifted_psf(
+        psf, [](double) { return 0.3; }, [](double) { return -0.2; });
+    SimulationOptions sim;
+    sim.seed = 77;
+    sim.nspec = psf.nspec();
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(truth, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    PreprocImage& img = frame.value().preproc;
+    const test::AmplifierQuadrant quadrant = test::upper_left_quadrant(psf, 249, 6700.0, img.ny);
+    test::mask_quadrant(img, quadrant);
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.lines = night_sky_lines();
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf, opt, "masked amplifier");
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    for (const TraceOffset& o : result.value().offsets) {
+        EXPECT_FALSE(o.x < quadrant.column_end - 4 && o.y > quadrant.row_begin + 6)
+            << "offset at x " << o.x << " y " << o.y << " in the masked quadrant";
+    }
+    const test::TraceErrors e =
+        test::trace_errors(result.value().xtrace, result.value().ytrace, truth);
+    std::printf("masked amplifier             x: mean %+.4f rms %.4f   y: mean %+.4f rms %.4f\n",
+                e.mean_x, e.rms_x, e.mean_y, e.rms_y);
+    EXPECT_LE(e.rms_x, kMaxRms);
+    EXPECT_LE(e.rms_y, kMaxRms);
+}
+
+// Item 6: a frame without light is refused with its name and the reason.
+TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    SimulationOptions sim;
+    sim.nspec = 0;
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(psf, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf, opt, "preproc-dark.fits");
+    ASSERT_FALSE(result.is_ok());
+    EXPECT_NE(result.status().message().find("preproc-dark.fits: no lit fibre"), std::string::npos)
+        << result.status().message();
+    LargeArray<double> none(weights.size(), 0.0);
+    auto masked = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), none.data()},
+                                       psf, opt, "preproc-masked.fits");
+    ASSERT_FALSE(masked.is_ok());
+    EXPECT_NE(masked.status().message().find("preproc-masked.fits: every pixel is masked"),
+              std::string::npos);
+}
+
+/// Pulls of one bundle of `frame` extracted with `psf`, through the writer and reader.
+PullStatistics bundle_pulls(const SimulatedFrame& frame, const GaussHermitePsf& psf)
+{
+    const ExtractionOptions opt = test::r_grid_options(225, 25);
+    const LargeArray<double> weights = frame.preproc.weights();
+    const ImageView view{frame.preproc.ny, frame.preproc.nx, frame.preproc.image.data(),
+                         weights.data()};
+    auto backend = make_cpu_backend(2);
+    auto extracted = extract_frame(view, psf, opt, *backend);
+    EXPECT_TRUE(extracted.is_ok()) << extracted.status().to_string();
+    test::TempDir dir;
+    FrameProvenance prov;
+    prov.image_header = frame.preproc.header;
+    prov.fibermap = frame.preproc.fibermap;
+    prov.options = opt;
+    const std::string path = dir.file("frame.fits");
+    EXPECT_TRUE(write_frame(path, extracted.value(), prov).is_ok());
+    auto file = read_frame(path);
+    EXPECT_TRUE(file.is_ok()) << file.status().to_string();
+    auto pulls = pull_statistics(file.value(), frame.truth);
+    EXPECT_TRUE(pulls.is_ok()) << pulls.status().to_string();
+    const PullStatistics& p = pulls.value();
+    std::printf("  pulls mean %+.4f std %.4f median chi2pix %.3f\n", p.mean, p.stddev,
+                p.median_chi2pix);
+    return p;
+}
+
+// Item 3: extraction with the output PSF gives pulls as with the true PSF; the input PSF,
+// 0.35 px off in x and 0.4 px in y, does not.
+TEST(TraceShifts, ExtractionWithOutputPsfPullsAsWithTruePsf)
+{
+    EX2D_REQUIRE_SHARED_PSF(path, "psf-r0-00051060.fits");
+    auto psf = read_psf(path);
+    ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
+    const Case& c = kCases[1];
+    const GaussHermitePsf truth = test::shifted_psf(psf.value(), c.dx, c.dy);
+    SimulationOptions sim;
+    sim.seed = 3101;
+    sim.nspec = truth.nspec();
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(truth, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights = img.weights();
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.lines = night_sky_lines();
+    auto result = measure_trace_shifts(ImageView{img.ny, img.nx, img.image.data(), weights.data()},
+                                       psf.value(), opt, c.name);
+    ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    GaussHermitePsf output = psf.value();
+    output.xtrace = result.value().xtrace;
+    output.ytrace = result.value().ytrace;
+
+    std::printf("true PSF\n");
+    const PullStatistics with_truth = bundle_pulls(frame.value(), truth);
+    std::printf("output PSF\n");
+    const PullStatistics with_output = bundle_pulls(frame.value(), output);
+    std::printf("input PSF\n");
+    const PullStatistics with_input = bundle_pulls(frame.value(), psf.value());
+    EXPECT_NEAR(with_output.mean, with_truth.mean, 0.01);
+    EXPECT_NEAR(with_output.stddev, with_truth.stddev, 0.01);
+    EXPECT_NEAR(with_output.median_chi2pix, with_truth.median_chi2pix, 0.02);
+    EXPECT_GT(with_input.stddev, with_truth.stddev + 0.05);
+}
+
+}  // namespace
+}  // namespace ex2d
