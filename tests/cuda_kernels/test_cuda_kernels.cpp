@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +22,9 @@
 namespace ex2d::cuda::test {
 namespace {
 
-#define EX2D_REQUIRE_CUDA_DEVICE()                                                    \
-    if (cuda_device_count() == 0) {                                                   \
-        GTEST_SKIP() << "no CUDA device (or the CUDA backend is not built): skipped"; \
+#define EX2D_REQUIRE_CUDA_DEVICE()                                               \
+    if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) { \
+        GTEST_SKIP() << "no usable CUDA device (" << reason << "): skipped";     \
     }
 
 constexpr double kTolerance = 1e-12;

@@ -43,7 +43,9 @@ class BlockRunner;
 struct CudaThread {
     BlockRunner* runner = nullptr;
     ThreadIndices indices{};
-    ThreadState state = ThreadState::finished;
+    // Written by the thread's context and read by the scheduler, which ThreadSanitizer sees as
+    // two threads with no ordering between them (only the barrier orders): an atomic, relaxed.
+    std::atomic<ThreadState> state{ThreadState::finished};
     void* sp = nullptr;
     void* mapping = nullptr;
     void* tsan_fiber = nullptr;
@@ -88,7 +90,7 @@ public:
             t.indices.block_idx = block_idx;
             t.indices.block_dim = block;
             t.indices.grid_dim = grid;
-            t.state = ThreadState::not_started;
+            t.state.store(ThreadState::not_started, std::memory_order_relaxed);
         }
         sanitizer::release(&block_start_);
         bool agreed = true;
@@ -98,7 +100,7 @@ public:
         // calls on this stack: most blocks of most kernels, at no cost of switching. Under
         // ThreadSanitizer every thread keeps its context, so that it sees each as a thread.
         switch_to(*threads_[0]);
-        if (threads_[0]->state == ThreadState::finished) {
+        if (threads_[0]->state.load(std::memory_order_relaxed) == ThreadState::finished) {
             barrier_outside_context_ = false;
             for (unsigned i = 1; i < nthread; ++i) run_in_place(*threads_[i]);
             return !barrier_outside_context_;
@@ -108,9 +110,10 @@ public:
             unsigned finished = 0;
             for (unsigned i = 0; i < nthread; ++i) {
                 CudaThread& t = *threads_[i];
-                if (t.state == ThreadState::not_started || t.state == ThreadState::runnable)
+                const ThreadState state = t.state.load(std::memory_order_relaxed);
+                if (state == ThreadState::not_started || state == ThreadState::runnable)
                     switch_to(t);
-                finished += t.state == ThreadState::finished;
+                finished += t.state.load(std::memory_order_relaxed) == ThreadState::finished;
             }
             if (finished == nthread) break;
             if (finished > 0) {
@@ -119,25 +122,30 @@ public:
                 agreed = false;
                 break;
             }
-            for (unsigned i = 0; i < nthread; ++i) threads_[i]->state = ThreadState::runnable;
+            for (unsigned i = 0; i < nthread; ++i)
+                threads_[i]->state.store(ThreadState::runnable, std::memory_order_relaxed);
         }
+        // Everything the block's threads did comes before the next block's set-up; threads
+        // abandoned at a barrier last released the barrier's token.
         sanitizer::acquire(&block_end_);
+        sanitizer::acquire(&barrier_);
         return agreed;
     }
 
     void barrier()
     {
-        if (running_ == nullptr) {
+        CudaThread* const running = running_.load(std::memory_order_relaxed);
+        if (running == nullptr) {
             // A thread run in place reached a barrier that thread 0 did not.
             barrier_outside_context_ = true;
             return;
         }
-        CudaThread& t = *running_;
+        CudaThread& t = *running;
+        t.state.store(ThreadState::at_barrier, std::memory_order_relaxed);
         sanitizer::release(&barrier_);
-        t.state = ThreadState::at_barrier;
         switch_to_scheduler(t, false);
         // Each context sets its own indices when it starts and when it resumes.
-        current_thread_indices() = &t.indices;
+        set_thread_indices(&t.indices);
         sanitizer::acquire(&barrier_);
     }
 
@@ -154,33 +162,35 @@ private:
         BlockRunner& r = *t.runner;
         sanitizer::finish_switch(nullptr, &r.scheduler_stack_bottom_, &r.scheduler_stack_size_);
         sanitizer::acquire(&r.block_start_);
-        current_thread_indices() = &t.indices;
+        set_thread_indices(&t.indices);
         r.body_(r.launch_);
+        t.state.store(ThreadState::finished, std::memory_order_relaxed);
         sanitizer::release(&r.block_end_);
-        t.state = ThreadState::finished;
         r.switch_to_scheduler(t, true);
     }
 
     void run_in_place(CudaThread& t)
     {
-        current_thread_indices() = &t.indices;
+        set_thread_indices(&t.indices);
         body_(launch_);
-        t.state = ThreadState::finished;
-        current_thread_indices() = nullptr;
+        t.state.store(ThreadState::finished, std::memory_order_relaxed);
+        set_thread_indices(nullptr);
     }
 
     void switch_to(CudaThread& t)
     {
         // A context is made only for a thread that runs in one.
-        if (t.state == ThreadState::not_started)
+        if (t.state.load(std::memory_order_relaxed) == ThreadState::not_started)
             t.sp = prepare_context(t.stack_top(), &BlockRunner::thread_entry, &t);
-        running_ = &t;
+        running_.store(&t, std::memory_order_relaxed);
+        // Read before ThreadSanitizer is told of the switch: after it, an access counts as the
+        // CUDA thread's.
+        void* const target = t.sp;
         sanitizer::start_switch(&scheduler_fake_stack_, t.stack_bottom(), kStackBytes);
         sanitizer::switch_to_fiber(t.tsan_fiber);
-        ex2d_emulation_switch_context(&scheduler_sp_, t.sp);
+        ex2d_emulation_switch_context(&scheduler_sp_, target);
         sanitizer::finish_switch(scheduler_fake_stack_, nullptr, nullptr);
-        current_thread_indices() = nullptr;
-        running_ = nullptr;
+        running_.store(nullptr, std::memory_order_relaxed);
     }
 
     void switch_to_scheduler(CudaThread& t, bool finished)
@@ -194,7 +204,7 @@ private:
     }
 
     std::vector<std::unique_ptr<CudaThread>> threads_;
-    CudaThread* running_ = nullptr;
+    std::atomic<CudaThread*> running_{nullptr};
     bool barrier_outside_context_ = false;
     ThreadBody body_ = nullptr;
     const void* launch_ = nullptr;

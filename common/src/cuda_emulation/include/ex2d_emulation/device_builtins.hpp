@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include <atomic>
 #include <cstddef>
 
 #include "cuda_runtime_api.h"
@@ -31,12 +32,37 @@ struct ThreadIndices {
 /// The calling CUDA thread's indices, set by each context when it starts or resumes. A
 /// function-local thread_local rather than an extern one: GCC's UndefinedBehaviorSanitizer
 /// misreads an extern thread_local in the kernel files, which need -fno-extern-tls-init
-/// for their extern __shared__ arrays.
-inline const ThreadIndices*& current_thread_indices()
+/// for their extern __shared__ arrays. Under ThreadSanitizer, where each context counts as a
+/// thread, the contexts of a host thread share it without ordering: there it is an atomic.
+#if defined(__SANITIZE_THREAD__)
+inline std::atomic<const ThreadIndices*>& thread_indices_slot()
 {
-    static thread_local const ThreadIndices* indices = nullptr;
-    return indices;
+    static thread_local std::atomic<const ThreadIndices*> slot{nullptr};
+    return slot;
 }
+inline const ThreadIndices& thread_indices()
+{
+    return *thread_indices_slot().load(std::memory_order_relaxed);
+}
+inline void set_thread_indices(const ThreadIndices* indices)
+{
+    thread_indices_slot().store(indices, std::memory_order_relaxed);
+}
+#else
+inline const ThreadIndices*& thread_indices_slot()
+{
+    static thread_local const ThreadIndices* slot = nullptr;
+    return slot;
+}
+inline const ThreadIndices& thread_indices()
+{
+    return *thread_indices_slot();
+}
+inline void set_thread_indices(const ThreadIndices* indices)
+{
+    thread_indices_slot() = indices;
+}
+#endif
 
 /// The barrier of the calling thread's block (block_scheduler.cpp).
 void sync_block_threads();
@@ -52,10 +78,10 @@ struct DynamicSharedArray {
 
 }  // namespace ex2d::emulation
 
-#define threadIdx (::ex2d::emulation::current_thread_indices()->thread_idx)
-#define blockIdx (::ex2d::emulation::current_thread_indices()->block_idx)
-#define blockDim (::ex2d::emulation::current_thread_indices()->block_dim)
-#define gridDim (::ex2d::emulation::current_thread_indices()->grid_dim)
+#define threadIdx (::ex2d::emulation::thread_indices().thread_idx)
+#define blockIdx (::ex2d::emulation::thread_indices().block_idx)
+#define blockDim (::ex2d::emulation::thread_indices().block_dim)
+#define gridDim (::ex2d::emulation::thread_indices().grid_dim)
 #define __syncthreads() ::ex2d::emulation::sync_block_threads()
 
 /// Defines the storage of `extern __shared__ type name[]` of the kernel file included just
