@@ -297,8 +297,12 @@ TEST(CudaKernels, FailedBlocksReachTheEigenSolverAsTheIdentity)
     c[nw * nw + 3] = NAN;
     DeviceProblem d(t);
     Buffer<double> cblock(c, d.ledger);
+    // Patch 0 failed its factorisation: cuSOLVER's info, which the kernel reads, and the flag
+    // that launch_mark_factor_failures set from it.
+    Buffer<int> factor_info(std::vector<int>{2, 0}, d.ledger);
     Buffer<int> flags(std::vector<int>{kFlagFactor, 0}, d.ledger);
     d.chunk.cblock = cblock.data();
+    d.chunk.factor_info = factor_info.data();
     d.chunk.flags = flags.data();
     launch_frobenius(t.layout, d.chunk, nullptr);
     const std::vector<double> blocks = cblock.read();
