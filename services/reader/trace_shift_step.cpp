@@ -96,13 +96,9 @@ void record_trace_shifts(const TraceShiftOutcome& o, FitsHeader& header)
         return;
     }
     if (o.method == "none") return;
-    const TraceShiftResult& r = o.result;
-    header.set_double("MEANDX", r.mean_dx, "px, mean trace shift in x");
-    header.set_double("MINDX", r.min_dx, "px, min trace shift in x");
-    header.set_double("MAXDX", r.max_dx, "px, max trace shift in x");
-    header.set_double("MEANDY", r.mean_dy, "px, mean trace shift in y");
-    header.set_double("MINDY", r.min_dy, "px, min trace shift in y");
-    header.set_double("MAXDY", r.max_dy, "px, max trace shift in y");
+    for (const TraceShiftKey& key : trace_shift_summary_keys(o.result)) {
+        header.set_double(key.name, key.value, key.comment);
+    }
 }
 
 std::vector<std::string> trace_shift_fields(const TraceShiftOutcome& o)

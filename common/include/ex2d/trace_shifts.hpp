@@ -13,6 +13,7 @@
 /// summed across the trace, less the PSF's. Both are fitted by polynomials in (x, y) of the
 /// requested degrees, the traces moved, and the measurement repeated until it converges.
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -65,6 +66,16 @@ struct TraceShiftResult {
     double mean_dx = 0, min_dx = 0, max_dx = 0;
     double mean_dy = 0, min_dy = 0, max_dy = 0;
 };
+
+/// One of the summary header keys desispec writes with shifted traces (MEANDX ... MAXDY).
+struct TraceShiftKey {
+    const char* name;
+    double value;
+    const char* comment;
+};
+/// The six summary keys of `result`, in desispec's order; the output PSF and the frame header
+/// carry the same ones.
+std::array<TraceShiftKey, 6> trace_shift_summary_keys(const TraceShiftResult& result);
 
 /// desi_proc's trace-shift method for an exposure's OBSTYPE (upper or lower case, blanks
 /// ignored): "sky" for SCIENCE and SKY, "continuum" for FLAT, TESTFLAT and TWILIGHT, "none"

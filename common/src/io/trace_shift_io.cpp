@@ -78,13 +78,9 @@ Status copy_with_shifted_traces(fitsfile* in, const std::string& input, fitsfile
     if (fits_movnam_hdu(out, BINARY_TBL, const_cast<char*>("PSF"), 0, &status)) {
         return fits::io_error(output, "no table HDU named PSF", status);
     }
-    const std::pair<const char*, double> keys[] = {
-        {"MEANDX", result.mean_dx}, {"MINDX", result.min_dx}, {"MAXDX", result.max_dx},
-        {"MEANDY", result.mean_dy}, {"MINDY", result.min_dy}, {"MAXDY", result.max_dy},
-    };
-    for (const auto& [key, value] : keys) {
-        double v = value;
-        fits_update_key(out, TDOUBLE, key, &v, "px, output minus input traces", &status);
+    for (const TraceShiftKey& key : trace_shift_summary_keys(result)) {
+        double v = key.value;
+        fits_update_key(out, TDOUBLE, key.name, &v, key.comment, &status);
     }
     const std::string in_psf = shorten_desi_path(inputs.psf);
     const std::string in_image = shorten_desi_path(inputs.image);

@@ -207,6 +207,16 @@ Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
 
 }  // namespace
 
+std::array<TraceShiftKey, 6> trace_shift_summary_keys(const TraceShiftResult& r)
+{
+    return {{{"MEANDX", r.mean_dx, "px, mean trace shift in x"},
+             {"MINDX", r.min_dx, "px, min trace shift in x"},
+             {"MAXDX", r.max_dx, "px, max trace shift in x"},
+             {"MEANDY", r.mean_dy, "px, mean trace shift in y"},
+             {"MINDY", r.min_dy, "px, min trace shift in y"},
+             {"MAXDY", r.max_dy, "px, max trace shift in y"}}};
+}
+
 std::string trace_shift_method_for_obstype(const std::string& obstype)
 {
     std::string t;
