@@ -10,6 +10,7 @@
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
+#include "ex2d/trace_shift_io.hpp"
 
 namespace ex2d::tool {
 
@@ -18,6 +19,7 @@ namespace {
 struct SimulateArgs {
     std::string psf, output, truth, wavelength;
     std::string badcolumns_out;  ///< calibnight badcolumns CSV to write; empty: none
+    std::string sky_spectrum;    ///< tabulated night sky to use; empty: ex2d's lines
     bool no_noise = false;
     SimulationOptions opt;
 };
@@ -47,6 +49,11 @@ void run_simulate(SimulateArgs& args, bool camera_given)
         parse_wavelength_option(args.wavelength, args.opt.wmin, args.opt.wmax, args.opt.dw));
     args.opt.noise = !args.no_noise;
 
+    if (!args.sky_spectrum.empty()) {
+        TabulatedSpectrum sky = value_or_exit(read_tabulated_spectrum(args.sky_spectrum));
+        args.opt.sky_spectrum_wave = std::move(sky.wave);
+        args.opt.sky_spectrum_flux = std::move(sky.flux);
+    }
     const GaussHermitePsf psf = value_or_exit(read_psf(args.psf));
     if (!camera_given) {
         const std::string camera = psf_camera(psf);
@@ -112,6 +119,10 @@ void add_simulate_command(CLI::App& app)
     cmd->add_option("--sky-level", opt.sky_level, "Scale of the sky continuum and lines")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--sky-spectrum", args->sky_spectrum,
+                    "Night-sky lines from a spectrum file (rows 'wavelength flux', vacuum A, as "
+                    "desispec's spec-sky.dat) in place of ex2d's list, with as many electrons")
+        ->check(CLI::ExistingFile);
     cmd->add_flag("--no-noise", args->no_noise,
                   "Write the expected image without Poisson or read noise (ivar unchanged)");
     cmd->add_option("--bright-stars", opt.n_bright_stars,

@@ -310,6 +310,50 @@ TEST_F(SimulateTest, RejectsBadOptions)
     EXPECT_EQ(simulate_frame(*psf_, opt).status().code(), StatusCode::invalid_argument);
 }
 
+// --sky-spectrum: a tabulated sky replaces ex2d's lines; each sample lands where the
+// spectrum has it (the centroid of its bins within 0.001 A), and a spectrum without flux on
+// the CCD, or with a row missing, is refused.
+TEST_F(SimulateTest, TabulatedSkyLaysItsLinesWhereTheSpectrumHasThem)
+{
+    SimulationOptions opt = small_options();
+    opt.wmin = 6960;
+    opt.wmax = 7040;
+    const SimulatedFrame listed = simulate(opt);
+    opt.sky_spectrum_wave = {7000.03};
+    opt.sky_spectrum_flux = {1.0};
+    const SimulatedFrame tabulated = simulate(opt);
+    const auto& wave = tabulated.truth.wave;
+    const size_t nwave = wave.size();
+    for (int s = 0; s < opt.nspec; ++s) {
+        double sum = 0, moment = 0;
+        for (size_t i = 0; i < nwave; ++i) {
+            // ex2d's own lines have none within 6926-7277 A: the difference is the new line.
+            const double d = tabulated.truth.photons[size_t(s) * nwave + i] -
+                             listed.truth.photons[size_t(s) * nwave + i];
+            if (std::abs(wave[i] - 7000.03) > 5) {
+                EXPECT_NEAR(d, 0.0, 1e-6) << "fibre " << s << " at " << wave[i];
+                continue;
+            }
+            sum += d;
+            moment += d * wave[i];
+        }
+        ASSERT_GT(sum, 100.0) << "fibre " << s;
+        EXPECT_NEAR(moment / sum, 7000.03, 1e-3) << "fibre " << s;
+    }
+
+    opt.sky_spectrum_flux = {1.0, 2.0};
+    auto mismatched = simulate_frame(*psf_, opt);
+    ASSERT_FALSE(mismatched.is_ok());
+    EXPECT_NE(mismatched.status().message().find("1 wavelengths and 2 fluxes"), std::string::npos)
+        << mismatched.status().message();
+    opt.sky_spectrum_wave = {3000.0};
+    opt.sky_spectrum_flux = {1.0};
+    auto outside = simulate_frame(*psf_, opt);
+    ASSERT_FALSE(outside.is_ok());
+    EXPECT_NE(outside.status().message().find("no positive flux within"), std::string::npos)
+        << outside.status().message();
+}
+
 TEST(Truth, FileRoundTrip)
 {
     SimulationTruth truth;

@@ -24,6 +24,11 @@ struct SimulationOptions {
            dw = 0.8;          ///< extraction grid the truth is written on (0: PSF domain)
     double read_noise = 3.0;  ///< electrons per pixel
     double sky_level = 1.0;   ///< scale of sky continuum and lines
+    /// Night-sky lines from a tabulated spectrum (vacuum A; any flux unit, e.g. desispec's
+    /// spec-sky.dat) in place of ex2d's own list, so that a frame holds the very lines another
+    /// tool's reference has. Each sample is laid as a line of the list's width; the whole is
+    /// scaled to carry the electrons of ex2d's list over the grid. Empty: ex2d's list.
+    std::vector<double> sky_spectrum_wave, sky_spectrum_flux;
     int n_bright_stars = 3;
     int n_bad_columns = 2;
     int n_cosmics = 40;

@@ -45,9 +45,17 @@ Status write_psf_bytes(const std::string& path, const std::vector<std::uint8_t>&
 /// ".fits", else comma-separated text with a header line. Atomic.
 Status write_trace_offsets(const std::string& path, const std::vector<TraceOffset>& offsets);
 
-/// Reads a reference spectrum (rows "wavelength flux", whitespace separated, '#' comments;
-/// vacuum A) and returns its emission lines (lines_from_spectrum). Errors name the file and
-/// the line number.
+/// A spectrum sampled at wavelengths (A), as a two-column text file holds it.
+struct TabulatedSpectrum {
+    std::vector<double> wave, flux;
+};
+
+/// Reads rows "wavelength flux" (whitespace separated, '#' comments; desispec's spec-sky.dat
+/// format). Errors name the file and the line number.
+Result<TabulatedSpectrum> read_tabulated_spectrum(const std::string& path);
+
+/// Reads a reference spectrum (read_tabulated_spectrum, vacuum A) and returns its emission
+/// lines (lines_from_spectrum).
 Result<std::vector<ReferenceLine>> read_reference_spectrum(const std::string& path);
 
 }  // namespace ex2d

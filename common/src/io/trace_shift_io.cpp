@@ -185,11 +185,11 @@ Status write_trace_offsets(const std::string& path, const std::vector<TraceOffse
     });
 }
 
-Result<std::vector<ReferenceLine>> read_reference_spectrum(const std::string& path)
+Result<TabulatedSpectrum> read_tabulated_spectrum(const std::string& path)
 {
     std::ifstream file(path);
-    if (!file) return Status::io(path + ": cannot open the reference spectrum");
-    std::vector<double> wave, flux;
+    if (!file) return Status::io(path + ": cannot open the spectrum");
+    TabulatedSpectrum spectrum;
     std::string line;
     for (long number = 1; std::getline(file, line); ++number) {
         const size_t start = line.find_first_not_of(" \t\r");
@@ -200,10 +200,16 @@ Result<std::vector<ReferenceLine>> read_reference_spectrum(const std::string& pa
             return Status::format(path + ": line " + std::to_string(number) +
                                   " is not 'wavelength flux'");
         }
-        wave.push_back(w);
-        flux.push_back(f);
+        spectrum.wave.push_back(w);
+        spectrum.flux.push_back(f);
     }
-    return lines_from_spectrum(wave, flux, path);
+    return spectrum;
+}
+
+Result<std::vector<ReferenceLine>> read_reference_spectrum(const std::string& path)
+{
+    EX2D_ASSIGN_OR_RETURN(TabulatedSpectrum spectrum, read_tabulated_spectrum(path));
+    return lines_from_spectrum(spectrum.wave, spectrum.flux, path);
 }
 
 }  // namespace ex2d

@@ -81,6 +81,32 @@ PhotonGrid make_photon_grid(const GaussHermitePsf& psf, const SimulationOptions&
     return grid;
 }
 
+/// A tabulated sky must have lines where the CCD sees light, or the frame would have no sky
+/// lines at all without saying so.
+Status check_sky_spectrum(const GaussHermitePsf& psf, const SimulationOptions& opt)
+{
+    const auto& wave = opt.sky_spectrum_wave;
+    const auto& flux = opt.sky_spectrum_flux;
+    if (wave.size() != flux.size()) {
+        return Status::invalid("simulate: the sky spectrum has " + std::to_string(wave.size()) +
+                               " wavelengths and " + std::to_string(flux.size()) + " fluxes");
+    }
+    if (wave.empty()) return Status::ok();
+    const LegendreTable& sig = psf.param("GHSIGX");
+    for (size_t i = 0; i < wave.size(); ++i) {
+        if (!std::isfinite(wave[i]) || !std::isfinite(flux[i])) {
+            return Status::invalid("simulate: the sky spectrum's row " + std::to_string(i + 1) +
+                                   " is not finite");
+        }
+    }
+    for (size_t i = 0; i < wave.size(); ++i) {
+        if (flux[i] > 0 && wave[i] >= sig.wavemin && wave[i] <= sig.wavemax) return Status::ok();
+    }
+    return Status::invalid("simulate: the sky spectrum has no positive flux within " + psf.source +
+                           "'s wavelengths " + std::to_string(int(sig.wavemin)) + "-" +
+                           std::to_string(int(sig.wavemax)) + " A");
+}
+
 Status check_options(const GaussHermitePsf& psf, const SimulationOptions& opt, int& petal)
 {
     const std::string& cam = opt.camera;
@@ -104,6 +130,7 @@ Status check_options(const GaussHermitePsf& psf, const SimulationOptions& opt, i
     if (opt.n_bright_stars < 0 || opt.n_bad_columns < 0 || opt.n_cosmics < 0) {
         return Status::invalid("simulate: counts of stars, bad columns and cosmics must be >= 0");
     }
+    EX2D_RETURN_NOT_OK(check_sky_spectrum(psf, opt));
     const int month = (opt.night / 100) % 100;
     const int day = opt.night % 100;
     if (opt.night < 19000101 || month < 1 || month > 12 || day < 1 || day > 31) {

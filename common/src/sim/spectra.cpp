@@ -39,6 +39,11 @@ constexpr Line kSkyLines[] = {
     {8885.850, 6000}, {8919.635, 5000}, {8958.083, 5500}, {9375.9, 6000},   {9439.7, 7000},
 };
 constexpr double kSkyLineSigma = 0.7;  // A: instrumental width of unresolved sky lines
+// A: width given to each sample of a tabulated sky, the narrowest that keeps a line's
+// centroid where it is once integrated over 0.8 A bins (the bins' sawtooth error falls as
+// exp(-2 pi^2 sigma^2 / dw^2): 1e-4 A here); a tabulated sky is resolved already, and the
+// PSF adds the spectrograph's own width.
+constexpr double kTabulatedSampleSigma = 0.5;
 
 // Galaxy emission lines (rest frame, A) with flux relative to the brightest line: the [OII]
 // doublet, Hbeta, the [OIII] pair (1:3 by atomic physics), Halpha with [NII] (1:3) and [SII].
@@ -93,7 +98,42 @@ double planck(double wave_angstrom, double temperature)
     return 1.0 / (std::pow(wave_angstrom, 5) * std::expm1(x));
 }
 
-void add_sky(const std::vector<double>& grid, double dw, double sky_level, double* out)
+void add_listed_sky_lines(const std::vector<double>& grid, double dw, double sky_level, double* out)
+{
+    for (const Line& line : kSkyLines) {
+        add_gaussian_line(grid, dw, line.vacuum_wave(), kSkyLineSigma, sky_level * line.strength,
+                          out);
+    }
+}
+
+/// The lines of opt's tabulated sky spectrum on the grid, scaled to carry as many electrons
+/// over the grid as ex2d's list; empty without a tabulated spectrum.
+std::vector<double> tabulated_sky_lines(const std::vector<double>& grid, double dw,
+                                        const SimulationOptions& opt)
+{
+    const auto& wave = opt.sky_spectrum_wave;
+    const auto& flux = opt.sky_spectrum_flux;
+    if (wave.empty() || grid.empty()) return {};
+    std::vector<double> listed(grid.size(), 0.0), tabulated(grid.size(), 0.0);
+    add_listed_sky_lines(grid, dw, opt.sky_level, listed.data());
+    const double lo = grid.front() - 0.5 * dw, hi = grid.back() + 0.5 * dw;
+    for (size_t i = 0; i < wave.size(); ++i) {
+        if (flux[i] <= 0 || wave[i] < lo || wave[i] > hi) continue;
+        add_gaussian_line(grid, dw, wave[i], kTabulatedSampleSigma, flux[i], tabulated.data());
+    }
+    double listed_total = 0, tabulated_total = 0;
+    for (size_t i = 0; i < grid.size(); ++i) {
+        listed_total += listed[i];
+        tabulated_total += tabulated[i];
+    }
+    const double scale = tabulated_total > 0 ? listed_total / tabulated_total : 0.0;
+    for (double& v : tabulated) v *= scale;
+    return tabulated;
+}
+
+/// The sky: a continuum, and ex2d's lines or `tabulated_lines` when there are any.
+void add_sky(const std::vector<double>& grid, double dw, double sky_level,
+             const std::vector<double>& tabulated_lines, double* out)
 {
     if (sky_level == 0) return;
     // Continuum rising to the red (zodiacal light and the airglow pseudo-continuum).
@@ -101,10 +141,11 @@ void add_sky(const std::vector<double>& grid, double dw, double sky_level, doubl
         const double red_fraction = std::clamp((grid[i] - 3500.0) / 6500.0, 0.0, 1.0);
         out[i] += sky_level * (20.0 + 40.0 * red_fraction);
     }
-    for (const Line& line : kSkyLines) {
-        add_gaussian_line(grid, dw, line.vacuum_wave(), kSkyLineSigma, sky_level * line.strength,
-                          out);
+    if (tabulated_lines.empty()) {
+        add_listed_sky_lines(grid, dw, sky_level, out);
+        return;
     }
+    for (size_t i = 0; i < grid.size(); ++i) out[i] += tabulated_lines[i];
 }
 
 void add_galaxy(const std::vector<double>& grid, double dw, std::mt19937_64& rng, double* out)
@@ -219,9 +260,10 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
         spectra.kinds[targets[k]] = galaxy ? TargetKind::galaxy : TargetKind::star;
     }
 
+    const std::vector<double> tabulated_lines = tabulated_sky_lines(grid, dw, opt);
     for (int s = 0; s < nspec; ++s) {
         double* out = spectra.photons.data() + size_t(s) * ngrid;
-        add_sky(grid, dw, opt.sky_level, out);
+        add_sky(grid, dw, opt.sky_level, tabulated_lines, out);
         switch (spectra.kinds[s]) {
             case TargetKind::galaxy:
                 add_galaxy(grid, dw, rng, out);
