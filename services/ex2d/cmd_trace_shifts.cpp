@@ -62,10 +62,19 @@ void apply_flavor(TraceShiftArgs& args, const PreprocWeightedFloat32& img)
 }
 
 /// The reference lines for y, or none (x only), by desispec's rules; refuses what ex2d does
-/// not do.
-std::vector<ReferenceLine> reference_lines(const TraceShiftArgs& args)
+/// not do. A reference spectrum also goes, sample by sample, into `spectrum`.
+std::vector<ReferenceLine> reference_lines(const TraceShiftArgs& args,
+                                           std::vector<ReferenceLine>& spectrum)
 {
-    if (!args.spectrum.empty()) return value_or_exit(read_reference_spectrum(args.spectrum));
+    if (!args.spectrum.empty()) {
+        const TabulatedSpectrum table = value_or_exit(read_tabulated_spectrum(args.spectrum));
+        std::vector<ReferenceLine> lines =
+            value_or_exit(lines_from_spectrum(table.wave, table.flux, args.spectrum));
+        for (size_t i = 0; i < table.wave.size(); ++i) {
+            spectrum.push_back({table.wave[i], table.flux[i]});
+        }
+        return lines;
+    }
     if (args.arc_lamps) {
         throw CommandExit(kExitUsage,
                           "--arc-lamps needs --spectrum FILE with an arc-lamp "
@@ -98,7 +107,7 @@ void run_trace_shifts(TraceShiftArgs& args)
         check_psf_camera(img.header.get_string("CAMERA").value_or(""), args.image, psf, args.psf),
         kExitInput);
     if (args.auto_flavor) apply_flavor(args, img);
-    args.opt.lines = reference_lines(args);
+    args.opt.lines = reference_lines(args, args.opt.spectrum);
     if (args.continuum && !args.no_large_shift_scan) {
         logger()->info(
             "trace-shifts no large-shift scan (not implemented): x shifts are "

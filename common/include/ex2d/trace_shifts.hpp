@@ -32,6 +32,11 @@ struct TraceShiftOptions {
     int degyy = 0;  ///< degree of dy in CCD y
     /// Measure dy from these lines (vacuum A); empty: x only (continuum frames).
     std::vector<ReferenceLine> lines;
+    /// The reference spectrum the lines come from, sample by sample (vacuum A, flux), when
+    /// there is one: the prediction for each line's window is then built from every sample
+    /// near it, so that neighbours the reference has (blends, lines under the continuum
+    /// sidebands) count as they do in the frame. Empty: from the lines alone.
+    std::vector<ReferenceLine> spectrum;
     int width = 7;            ///< columns of the cross-dispersion window (odd)
     int ccd_rows_rebin = 4;   ///< rows summed before the x centroids (speed)
     double max_error = 0.05;  ///< px: largest fit error at the CCD corners before the

@@ -12,21 +12,24 @@ namespace ex2d {
 namespace {
 
 /// Air wavelengths (A) as published: [O I] 5577, 6300, 6364 and the OH lines from the
-/// night-sky atlas of Osterbrock et al. (1996, PASP 108, 277); Na I D2 and D1 and the Hg I
-/// street-lamp lines 4358 and 5461 (the blue arm's only strong lines) from the NIST Atomic
-/// Spectra Database. Strengths are rounded relative intensities (the [O I] 5577 line
-/// = 100) for choosing and blending lines, not a flux calibration. Lines with a neighbour of
-/// comparable strength within 2 A (unresolved blends) are left out.
+/// night-sky atlas of Osterbrock et al. (1996, PASP 108, 277); the Hg I street-lamp lines 4358
+/// and 5461 (the blue arm's only strong lines) from the NIST Atomic Spectra Database.
+/// Strengths are rounded relative intensities (the [O I] 5577 line = 100) for choosing and
+/// blending lines, not a flux calibration. A line is left out when another night-sky line
+/// lies 0.5-2 A from it in the NOAO night-sky line list (York 1991, its OH wavelengths from
+/// Hubbard et al.; noao/lib/linelists/skylines.dat in IRAF): on a frame whose sky is a real
+/// night-sky spectrum such a neighbour pulls the line's centroid by up to 0.2 px (the OH Q1
+/// heads 6864, 7276, 7751, 7914, 8345, 8827 with their Q2 lines 1.2-1.8 A to the blue; 7965,
+/// 8399 and 8886 likewise; Na D with OH 8-2 lines 1.5-1.8 A away). Lambda-doubling pairs,
+/// under 0.5 A apart, are one line.
 struct AirLine {
     double air_wave;
     double strength;
 };
 constexpr AirLine kNightSkyAir[] = {
-    {4358.328, 10}, {5460.735, 12}, {5577.339, 100}, {5889.950, 9},  {5895.924, 5},
-    {6300.304, 80}, {6363.776, 27}, {6863.955, 6},   {6923.220, 4},  {7276.405, 12},
-    {7316.282, 10}, {7340.885, 11}, {7750.640, 17},  {7794.112, 12}, {7821.503, 14},
-    {7913.708, 20}, {7964.650, 15}, {7993.332, 13},  {8344.602, 35}, {8399.170, 26},
-    {8430.174, 25}, {8827.096, 54}, {8885.850, 41},  {8919.635, 36}, {8958.083, 19},
+    {4358.328, 10}, {5460.735, 12}, {5577.339, 100}, {6300.304, 80}, {6363.776, 27},
+    {6923.220, 4},  {7316.282, 10}, {7340.885, 11},  {7794.112, 12}, {7821.503, 14},
+    {7993.332, 13}, {8430.174, 25}, {8919.635, 36},  {8958.083, 19},
 };
 
 /// Continuum under a reference spectrum: the running minimum over +-`half_width` A.

@@ -56,9 +56,12 @@ std::vector<TraceOffset> measure_x_offsets(const View& image, const GaussHermite
 
 /// y offsets of the first `nfibers` fibres: one per fibre and reference line (lines closer
 /// than a spot measured together) whose summed profile has S/N above 10, nothing masked.
+/// The PSF's prediction for each window comes from `spectrum` (the reference's samples,
+/// sorted by wavelength) where it is not empty, else from the lines.
 template <typename View>
 std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermitePsf& psf,
-                                           const std::vector<ReferenceLine>& lines, int nfibers,
+                                           const std::vector<ReferenceLine>& lines,
+                                           const std::vector<ReferenceLine>& spectrum, int nfibers,
                                            int width);
 
 }  // namespace ex2d::traceshift

@@ -22,6 +22,7 @@ struct Feature {
     std::vector<double> strengths;
     std::vector<double> rows;  ///< Y of each line on the current trace
     double x = 0;              ///< column of the trace at the strongest line
+    size_t strongest = 0;      ///< index of the strongest line
 };
 
 std::vector<Feature> features_of_fiber(const GaussHermitePsf& psf, int fiber,
@@ -43,16 +44,57 @@ std::vector<Feature> features_of_fiber(const GaussHermitePsf& psf, int fiber,
         if (line.strength > strongest) {
             strongest = line.strength;
             f.x = psf.xtrace.eval(fiber, line.wave);
+            f.strongest = f.waves.size() - 1;
         }
     }
     return features;
+}
+
+/// Rows [first, first + model.size()) of a fibre's window as the reference spectrum lights
+/// them: every sample of `spectrum` is laid with `profile` (the PSF's spot of the feature's
+/// strongest line, at `profile_row` and summed over the window's columns, whose first row is
+/// `profile_first`), moved to the sample's row by linear interpolation, which moves its
+/// centroid exactly. Neighbours of the measured lines, in the window or under the continuum
+/// sidebands, thus count in the model as they do in the data.
+void model_from_spectrum(const GaussHermitePsf& psf, int fiber,
+                         const std::vector<ReferenceLine>& spectrum,
+                         const std::vector<double>& profile, long profile_first, double profile_row,
+                         double profile_wave, long first, std::vector<double>& model)
+{
+    const double step = 1.0;  // A
+    const double rows_per_angstrom = (psf.ytrace.eval(fiber, profile_wave + step) -
+                                      psf.ytrace.eval(fiber, profile_wave - step)) /
+                                     (2 * step);
+    if (!(rows_per_angstrom > 0)) return;
+    const long reach = long(profile.size()) + 1;
+    const double wave_lo = profile_wave + (first - reach - profile_row) / rows_per_angstrom;
+    const double wave_hi =
+        profile_wave + (first + long(model.size()) + reach - profile_row) / rows_per_angstrom;
+    auto it =
+        std::lower_bound(spectrum.begin(), spectrum.end(), wave_lo,
+                         [](const ReferenceLine& sample, double w) { return sample.wave < w; });
+    for (; it != spectrum.end() && it->wave <= wave_hi; ++it) {
+        if (!(it->strength > 0)) continue;
+        const double shift = psf.ytrace.eval(fiber, it->wave) - profile_row;
+        const double whole = std::floor(shift);
+        const double t = shift - whole;
+        // profile[k] lands on row profile_first + k + whole (weight 1 - t) and the next row.
+        const long base = profile_first + long(whole) - first;
+        for (size_t k = 0; k < profile.size(); ++k) {
+            const long r = base + long(k);
+            const double v = it->strength * profile[k];
+            if (r >= 0 && r < long(model.size())) model[size_t(r)] += (1 - t) * v;
+            if (r + 1 >= 0 && r + 1 < long(model.size())) model[size_t(r + 1)] += t * v;
+        }
+    }
 }
 
 }  // namespace
 
 template <typename View>
 std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermitePsf& psf,
-                                           const std::vector<ReferenceLine>& lines, int nfibers,
+                                           const std::vector<ReferenceLine>& lines,
+                                           const std::vector<ReferenceLine>& spectrum, int nfibers,
                                            int width)
 {
     std::vector<ReferenceLine> sorted = lines;
@@ -61,7 +103,7 @@ std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermite
     const int hw = width / 2;
     const int hy = psf.hsizey;
     std::vector<TraceOffset> offsets;
-    std::vector<double> data, var, model;
+    std::vector<double> data, var, model, profile;
     for (int fiber = 0; fiber < nfibers; ++fiber) {
         const std::vector<Feature> features = features_of_fiber(psf, fiber, sorted);
         std::vector<double> waves;
@@ -112,34 +154,51 @@ std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermite
             double ref_row = 0;
             for (size_t k = 0; k < f.rows.size(); ++k) ref_row += f.strengths[k] * f.rows[k];
             ref_row /= weight_sum;
-            // The PSF's spots of the feature's lines, summed over the same columns.
-            model.assign(size_t(hi - lo + 1), 0.0);
+            // The model of the window: the PSF's spots of the feature's lines, or the whole
+            // reference spectrum when there is one, summed over the same columns.
+            model.assign(size_t(nrows), 0.0);
+            const long model_first = lo - kSidebandRows;
             for (size_t k = 0; k < f.waves.size(); ++k) {
                 const int s = first_spot + int(k);
                 const double* stamp = spots.stamp(0, s);
                 const int xc = spots.corner_x(0, s), yc = spots.corner_y(0, s);
+                const bool as_profile = !spectrum.empty();
+                if (as_profile && k != f.strongest) continue;
+                profile.assign(size_t(spots.ny), 0.0);
                 for (int iy = 0; iy < spots.ny; ++iy) {
-                    const long r = yc + iy - lo;
-                    if (r < 0 || r > hi - lo) continue;
-                    double sum = 0;
                     for (int ix = 0; ix < spots.nx; ++ix) {
                         const long col = xc + ix;
                         if (col >= center - hw && col <= center + hw)
-                            sum += stamp[iy * spots.nx + ix];
+                            profile[size_t(iy)] += stamp[iy * spots.nx + ix];
                     }
-                    model[size_t(r)] += f.strengths[k] * sum;
                 }
+                if (as_profile) {
+                    model_from_spectrum(psf, fiber, spectrum, profile, yc, f.rows[k], f.waves[k],
+                                        model_first, model);
+                    continue;
+                }
+                for (int iy = 0; iy < spots.ny; ++iy) {
+                    const long r = yc + iy - lo;
+                    if (r < 0 || r > hi - lo) continue;
+                    model[size_t(r + kSidebandRows)] += f.strengths[k] * profile[size_t(iy)];
+                }
+            }
+            double model_left = 0, model_right = 0;
+            for (int r = 0; r < kSidebandRows; ++r) {
+                model_left += model[size_t(r)] / kSidebandRows;
+                model_right += model[size_t(nrows - 1 - r)] / kSidebandRows;
             }
             double flux = 0, moment = 0, flux_var = 0, model_flux = 0, model_moment = 0;
             for (long r = lo; r <= hi; ++r) {
                 const size_t i = size_t(r - lo + kSidebandRows);
                 const double t = (r - left_row) / (right_row - left_row);
                 const double value = data[i] - (left + t * (right - left));
+                const double model_value = model[i] - (model_left + t * (model_right - model_left));
                 flux += value;
                 moment += (r - ref_row) * value;
                 flux_var += var[i];
-                model_flux += model[size_t(r - lo)];
-                model_moment += (r - ref_row) * model[size_t(r - lo)];
+                model_flux += model_value;
+                model_moment += (r - ref_row) * model_value;
             }
             if (!(flux > 0) || flux < kMinSnr * std::sqrt(flux_var) || !(model_flux > 0)) continue;
             const double c = moment / flux;
@@ -170,8 +229,10 @@ std::vector<TraceOffset> measure_y_offsets(const View& image, const GaussHermite
 }
 
 template std::vector<TraceOffset> measure_y_offsets(const ImageView&, const GaussHermitePsf&,
+                                                    const std::vector<ReferenceLine>&,
                                                     const std::vector<ReferenceLine>&, int, int);
 template std::vector<TraceOffset> measure_y_offsets(const Float32ImageView&, const GaussHermitePsf&,
+                                                    const std::vector<ReferenceLine>&,
                                                     const std::vector<ReferenceLine>&, int, int);
 
 }  // namespace ex2d::traceshift

@@ -182,12 +182,16 @@ Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
     result.x_iterations = x_run.iterations;
     std::vector<TraceOffset> y_offsets;
     if (!options.lines.empty()) {
-        EX2D_ASSIGN_OR_RETURN(
-            AxisRun y_run, converge(work, TraceAxis::y, result.degyx, result.degyy, options,
-                                    nfibers, frame_name, [&](const GaussHermitePsf& current) {
-                                        return traceshift::measure_y_offsets(
-                                            image, current, options.lines, nfibers, options.width);
-                                    }));
+        std::vector<ReferenceLine> spectrum = options.spectrum;
+        std::sort(spectrum.begin(), spectrum.end(),
+                  [](const ReferenceLine& a, const ReferenceLine& b) { return a.wave < b.wave; });
+        EX2D_ASSIGN_OR_RETURN(AxisRun y_run,
+                              converge(work, TraceAxis::y, result.degyx, result.degyy, options,
+                                       nfibers, frame_name, [&](const GaussHermitePsf& current) {
+                                           return traceshift::measure_y_offsets(
+                                               image, current, options.lines, spectrum, nfibers,
+                                               options.width);
+                                       }));
         result.y_iterations = y_run.iterations;
         result.y_measured = true;
         y_offsets = std::move(y_run.offsets);
