@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl qa: runs the QA report writer (python/ex2d_qa) with this ex2dctl for the fleet's
-// state. The report needs numpy and matplotlib; Debian's python3-numpy and python3-matplotlib
-// live in /usr/bin/python3's path, which is used unless $EX2D_QA_PYTHON names another
+// state. The report needs numpy, astropy, matplotlib and Jinja2; Debian's python3-numpy,
+// python3-astropy, python3-matplotlib and python3-jinja2 live in /usr/bin/python3's path, which is used unless $EX2D_QA_PYTHON names another
 // interpreter.
 #include <unistd.h>
 

@@ -292,7 +292,7 @@ class Summary(Base):
 
     def test_thresholds_and_fleet_state_on_the_page(self):
         self.assertInPage('id="thresholds"', self.text)
-        self.assertInPage("fraction of bins with CHI2PIX &gt; 5 x the frame&#x27;s median</td>"
+        self.assertInPage("fraction of bins with CHI2PIX &gt; 5 x the frame&#39;s median</td>"
                           "<td>&gt; 0.01</td><td>&gt; 0.05</td>", self.text)
         self.assertPageMatches(r"Timing \(from the fleet's Redis\)</h4>\s*<p class=na>not "
                                r"available: ex2dctl: [^<]*127\.0\.0\.1:1", self.text)
