@@ -287,14 +287,17 @@ TEST(MetricsTest, LabelledMetricsAreOnePerLabelAndThreadSafe)
 
 TEST(HttpLifecycleTest, HealthyUntilTicksStop)
 {
-    ServiceContext ctx("worker", ex2d::service::Config());
+    long long now_ms = 1000;
+    ServiceContext ctx("worker", ex2d::service::Config(), [&now_ms] { return now_ms; });
     EXPECT_EQ(ctx.name().rfind("worker-" + ctx.host() + "-", 0), 0u) << ctx.name();
     EXPECT_EQ(ctx.name(), "worker-" + ctx.host() + "-" + std::to_string(::getpid()));
-    EXPECT_TRUE(ctx.healthy());  // start-up grace before the first tick
+    now_ms += 29999;
+    EXPECT_TRUE(ctx.healthy());  // start-up grace of 30 s before the first tick
     ctx.tick();
+    now_ms += 2999;
     EXPECT_TRUE(ctx.healthy());
-    std::this_thread::sleep_for(std::chrono::milliseconds(3100));
-    EXPECT_FALSE(ctx.healthy());
+    now_ms += 1;
+    EXPECT_FALSE(ctx.healthy());  // 3 s without a tick
     ctx.tick();
     EXPECT_TRUE(ctx.healthy());
     EXPECT_FALSE(ctx.ready());
@@ -304,6 +307,16 @@ TEST(HttpLifecycleTest, HealthyUntilTicksStop)
     EXPECT_FALSE(ctx.stop_requested());
     ctx.request_stop();
     EXPECT_TRUE(ctx.stop_requested());
+}
+
+TEST(HttpLifecycleTest, NoFirstTickWithinTheStartupGraceIsUnhealthy)
+{
+    long long now_ms = 5000;
+    ServiceContext ctx("reader", ex2d::service::Config(), [&now_ms] { return now_ms; });
+    now_ms += 29999;
+    EXPECT_TRUE(ctx.healthy());
+    now_ms += 1;
+    EXPECT_FALSE(ctx.healthy());
 }
 
 /// Probes its own endpoint from the main loop: readiness follows set_ready and the stop.

@@ -39,13 +39,6 @@ void install_signal_handlers()
     std::signal(SIGPIPE, SIG_IGN);
 }
 
-long long steady_ms()
-{
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 std::string host_name()
 {
     char buffer[256] = {};
@@ -121,14 +114,22 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
 
 }  // namespace
 
-ServiceContext::ServiceContext(std::string role, Config config)
+long long steady_clock_ms()
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+ServiceContext::ServiceContext(std::string role, Config config, MonotonicMillis now)
     : role_(std::move(role)),
       host_(host_name()),
       pid_(int(::getpid())),
       config_(std::move(config)),
       settings_(FleetSettings::from(config_)),
       metrics_(role_),
-      started_ms_(steady_ms())
+      now_(std::move(now)),
+      started_ms_(now_())
 {
     name_ = settings_.service.name;
     if (name_.empty()) name_ = role_ + "-" + host_ + "-" + std::to_string(pid_);
@@ -147,7 +148,7 @@ void ServiceContext::request_stop()
 
 void ServiceContext::tick()
 {
-    last_tick_ms_.store(steady_ms());
+    last_tick_ms_.store(now_());
 }
 
 void ServiceContext::set_ready(bool ready)
@@ -163,7 +164,7 @@ bool ServiceContext::ready() const
 
 bool ServiceContext::healthy() const
 {
-    const long long now = steady_ms();
+    const long long now = now_();
     const long long last = last_tick_ms_.load();
     if (last == 0) return now - started_ms_ < kStartupGraceMs;
     return now - last < kHealthyTickMs;

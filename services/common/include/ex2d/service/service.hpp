@@ -36,9 +36,14 @@ enum ExitCode : int {
     exit_config = 2,  ///< bad configuration, unsafe Redis, cannot bind
 };
 
+/// Milliseconds on a monotonic clock: the steady clock in a service, a test's own clock where
+/// it steps time instead of waiting for it.
+using MonotonicMillis = std::function<long long()>;
+long long steady_clock_ms();
+
 class ServiceContext {
 public:
-    ServiceContext(std::string role, Config config);
+    ServiceContext(std::string role, Config config, MonotonicMillis now = steady_clock_ms);
 
     const std::string& role() const { return role_; }
     /// service.name, or "{role}-{host}-{pid}" when empty.
@@ -72,8 +77,9 @@ private:
     Metrics metrics_;
     std::atomic<bool> ready_{false};
     std::atomic<bool> stop_{false};  ///< request_stop(), per context
+    MonotonicMillis now_;
     std::atomic<long long> last_tick_ms_{0};
-    long long started_ms_ = 0;  ///< steady clock; grace before the first tick
+    long long started_ms_ = 0;  ///< now_(); grace before the first tick
     std::string http_address_;
 };
 
