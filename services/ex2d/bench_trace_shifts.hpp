@@ -14,4 +14,10 @@ namespace ex2d::tool {
 /// traces moved by a known amount, and prints core-seconds, memory and the shift recovered.
 void bench_trace_shifts(const SimulatedFrame& simulated, const GaussHermitePsf& psf);
 
+/// The large-shift scans: a flat and an arc simulated (as `frame`, all fibres) through `psf`
+/// with its traces moved far beyond the fine measurement's reach, each measured with desi_proc's
+/// options and the scan, on one thread; prints the scan's core-seconds, the whole step's, and
+/// the offsets found.
+void bench_large_shift_scans(const GaussHermitePsf& psf, const SimulationOptions& frame);
+
 }  // namespace ex2d::tool

@@ -113,8 +113,7 @@ ExtractionOptions bench_options(const BenchArgs& args, const ArmDefaults& defaul
     return opt;
 }
 
-SimulatedFrame simulate_bench_frame(const BenchArgs& args, const GaussHermitePsf& psf,
-                                    const ExtractionOptions& opt)
+SimulationOptions bench_simulation(const BenchArgs& args, const ExtractionOptions& opt)
 {
     SimulationOptions sim;
     sim.seed = args.seed;
@@ -123,9 +122,15 @@ SimulatedFrame simulate_bench_frame(const BenchArgs& args, const GaussHermitePsf
     sim.wmax = opt.wmax;
     sim.dw = opt.dw;
     sim.camera = args.camera;
+    return sim;
+}
+
+SimulatedFrame simulate_bench_frame(const BenchArgs& args, const GaussHermitePsf& psf,
+                                    const ExtractionOptions& opt)
+{
     logger()->info("bench simulating camera={} nspec={} psf={}", args.camera, args.nspec,
                    psf.source);
-    return value_or_exit(simulate_frame(psf, sim));
+    return value_or_exit(simulate_frame(psf, bench_simulation(args, opt)));
 }
 
 /// The timed extractions: means per frame, and the device reports around them.
@@ -296,7 +301,10 @@ void run_bench(BenchArgs& args)
     const TimedRuns runs = run_timed(view, psf, opt, *backend, args.repeat, on_device);
     const WrittenAccuracy accuracy = written_accuracy(runs.frame, simulated, opt);
     print_summary(args, runs, accuracy, *backend, warmup, on_device, rss_before_extraction);
-    if (args.nspec == psf.nspec()) bench_trace_shifts(simulated, psf);
+    if (args.nspec == psf.nspec()) {
+        bench_trace_shifts(simulated, psf);
+        bench_large_shift_scans(psf, bench_simulation(args, opt));
+    }
 }
 
 }  // namespace
@@ -308,7 +316,8 @@ void add_bench_command(CLI::App& app)
         "bench",
         "Benchmark: simulate a full frame and extract it; prints seconds, core-seconds, "
         "patches per second, peak memory, a split by stage and the accuracy, then the trace "
-        "shifts of the frame (core-seconds on one thread, memory, shift recovered)");
+        "shifts of the frame (core-seconds on one thread, memory, shift recovered) and their "
+        "large-shift scans on a flat and an arc simulated far off");
     cmd->add_option("-p,--psf", args->psf, "PSF file (default: a synthetic PSF of --camera)");
     cmd->add_option("--camera", args->camera, "Camera whose grid and CCD to use: b0..z9")
         ->capture_default_str();

@@ -91,6 +91,26 @@ std::vector<ReferenceLine> reference_lines(const TraceShiftArgs& args,
     return {};
 }
 
+/// --continuum and --arc-lamps name different kinds of frame (desi_proc never gives both).
+void check_frame_kind(const TraceShiftArgs& args)
+{
+    if (args.continuum && args.arc_lamps) {
+        throw CommandExit(kExitUsage,
+                          "--continuum and --arc-lamps exclude each other (with --auto: the "
+                          "image's FLAVOR chose the other)");
+    }
+}
+
+/// desispec's large-shift scan for the frame's kind: arc lamps (which need --spectrum, checked
+/// with the reference lines) or continuum, unless --no-large-shift-scan.
+LargeShiftScan large_shift_scan(const TraceShiftArgs& args)
+{
+    if (args.no_large_shift_scan) return LargeShiftScan::none;
+    if (args.arc_lamps) return LargeShiftScan::arc_lamps;
+    if (args.continuum) return LargeShiftScan::continuum;
+    return LargeShiftScan::none;
+}
+
 void run_trace_shifts(TraceShiftArgs& args)
 {
     const auto t_start = std::chrono::steady_clock::now();
@@ -100,6 +120,7 @@ void run_trace_shifts(TraceShiftArgs& args)
                           "--lines (desispec's forward-model fit of arc lines) is not "
                           "implemented in ex2d trace-shifts; use --spectrum FILE");
     }
+    check_frame_kind(args);
     const PreprocWeightedFloat32 img =
         value_or_exit(read_preproc_weighted_float32(args.image), kExitInput);
     const GaussHermitePsf psf = value_or_exit(read_psf(args.psf), kExitInput);
@@ -107,19 +128,15 @@ void run_trace_shifts(TraceShiftArgs& args)
         check_psf_camera(img.header.get_string("CAMERA").value_or(""), args.image, psf, args.psf),
         kExitInput);
     if (args.auto_flavor) apply_flavor(args, img);
+    check_frame_kind(args);
     args.opt.lines = reference_lines(args, args.opt.spectrum);
-    if (args.continuum && !args.no_large_shift_scan) {
-        logger()->info(
-            "trace-shifts no large-shift scan (not implemented): x shifts are "
-            "found within +-{} px of the input traces",
-            args.opt.width / 2);
-    }
+    args.opt.large_shift_scan = large_shift_scan(args);
     const Float32ImageView view{img.ny, img.nx, img.image.data(), img.weights.data()};
     logger()->info(
         "trace-shifts start image={} psf={} degxx={} degxy={} degyx={} degyy={} "
-        "reference_lines={}",
+        "reference_lines={} large_shift_scan={}",
         args.image, args.psf, args.opt.degxx, args.opt.degxy, args.opt.degyx, args.opt.degyy,
-        args.opt.lines.size());
+        args.opt.lines.size(), large_shift_scan_name(args.opt.large_shift_scan));
     const TraceShiftResult result =
         value_or_exit(measure_trace_shifts(view, psf, args.opt, args.image), kExitRuntime);
     if (!args.outoffsets.empty()) {
@@ -194,7 +211,10 @@ void add_trace_shifts_command(CLI::App& app)
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->add_flag("--no-large-shift-scan", args->no_large_shift_scan,
-                  "Accepted for desispec's command line (ex2d makes no large-shift scan)");
+                  "Skip the large-shift scan that --continuum and --arc-lamps otherwise make "
+                  "first (a constant offset of all traces within 50 px for continuum frames, "
+                  "25 fibres for arcs); without it x shifts are found within about +-width/2 "
+                  "px");
     cmd->add_option("--nfibers", opt.nfibers, "Measure only the first N fibres (debugging)")
         ->check(CLI::PositiveNumber);
     cmd->callback([args] { run_trace_shifts(*args); });

@@ -46,12 +46,18 @@ protected:
     }
     static std::string simulate(bool flat, const std::string& name, int nspec = 500)
     {
+        return simulate_through(*truth_, flat, false, name, nspec);
+    }
+    static std::string simulate_through(const GaussHermitePsf& truth, bool flat, bool arc,
+                                        const std::string& name, int nspec = 500)
+    {
         SimulationOptions sim;
         sim.nspec = nspec;
         sim.wmin = 5760.0;
         sim.wmax = 7620.0;
         sim.flat = flat;
-        auto frame = simulate_frame(*truth_, sim);
+        sim.arc = arc;
+        auto frame = simulate_frame(truth, sim);
         EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
         const std::string path = dir_->file(name);
         EXPECT_TRUE(write_preproc(path, frame.value().preproc).is_ok());
@@ -137,12 +143,92 @@ TEST_F(TraceShiftsCli, DesiProcFlatCommandLine)
     // --auto reads FLAVOR (flat) and does the same.
     const std::string automatic = dir_->file("psf-r0-flat-auto.fits");
     const RunResult a = test::run_command("trace-shifts -i " + image + " --psf " + psf_ + " -o " +
-                                          automatic + " --degxx 2 --auto");
+                                          automatic + " --degxx 2 --auto --no-large-shift-scan");
     ASSERT_EQ(a.exit_code, 0) << a.output;
     EXPECT_NE(a.output.find("flavor=flat continuum=yes"), std::string::npos) << a.output;
     auto same = read_psf(automatic);
     ASSERT_TRUE(same.is_ok());
     EXPECT_EQ(same.value().xtrace.coef, shifted.value().xtrace.coef);
+}
+
+// desi_proc's FLAT command line without --no-large-shift-scan, on a flat 12.6 px off (beyond
+// the fine measurement's +-3 px): the continuum scan finds it first.
+TEST_F(TraceShiftsCli, FlatFarOffFoundByTheLargeShiftScan)
+{
+    auto input = read_psf(psf_);
+    ASSERT_TRUE(input.is_ok());
+    const GaussHermitePsf truth = test::shifted_psf(
+        input.value(), [](double u) { return 12.6 - 0.2 * u; }, [](double) { return 0.0; });
+    const std::string image = simulate_through(truth, true, false, "preproc-r0-flat-far.fits");
+    const std::string out = dir_->file("psf-r0-flat-far.fits");
+    const RunResult r = test::run_command("trace-shifts -i " + image + " --psf " + psf_ + " -o " +
+                                          out + " --degxx 2 --degxy 0 --continuum");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("large_shift_scan=continuum"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("scan=continuum dx=+12.50 bands=7"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("not implemented"), std::string::npos) << r.output;
+    auto shifted = read_psf(out);
+    ASSERT_TRUE(shifted.is_ok()) << shifted.status().to_string();
+    const test::TraceErrors e =
+        test::trace_errors(shifted.value().xtrace, shifted.value().ytrace, truth);
+    EXPECT_LT(e.rms_x, 0.015);
+    EXPECT_LT(std::fabs(e.mean_x), 0.01);
+    EXPECT_NEAR(*shifted.value().psf_header.get_double("MEANDX"), 12.6, 0.2);
+}
+
+// desi_proc's ARC command line (all degrees 0, --arc-lamps) with the arc's spectrum, which
+// ex2d does not ship, on an arc 9.3 px off in x and 2.7 px in y; --auto reads FLAVOR arc and
+// does the same.
+TEST_F(TraceShiftsCli, ArcFarOffFoundByTheLargeShiftScan)
+{
+    auto input = read_psf(psf_);
+    ASSERT_TRUE(input.is_ok());
+    const GaussHermitePsf truth = test::shifted_psf(
+        input.value(), [](double) { return 9.3; }, [](double) { return 2.7; });
+    const std::string image = simulate_through(truth, false, true, "preproc-r0-arc.fits");
+    const std::string spectrum = dir_->file("spec-arc-lamps.dat");
+    {
+        std::ofstream file(spectrum);
+        file << "# wavelength (A, vacuum) flux\n";
+        for (double w = 5500.0; w < 8000.0; w += 0.1) {
+            double f = 1.0;
+            for (const ReferenceLine& line : simulated_arc_lines()) {
+                const double d = (w - line.wave) / 0.4;
+                if (std::fabs(d) < 10) f += line.strength * std::exp(-0.5 * d * d);
+            }
+            file << w << ' ' << f << '\n';
+        }
+    }
+    const std::string out = dir_->file("psf-r0-arc.fits");
+    const RunResult r = test::run_command(
+        "trace-shifts -i " + image + " --psf " + psf_ + " -o " + out +
+        " --degxx 0 --degxy 0 --degyx 0 --degyy 0 --arc-lamps --spectrum " + spectrum);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("large_shift_scan=arc_lamps"), std::string::npos) << r.output;
+    EXPECT_TRUE(std::regex_search(
+        r.output,
+        std::regex(
+            R"(scan=arc_lamps dx=\+9\.3\d\d dy=\+2\.[67]\d\d matches=\d+ of \d+ predicted)")))
+        << r.output;
+    auto shifted = read_psf(out);
+    ASSERT_TRUE(shifted.is_ok()) << shifted.status().to_string();
+    const test::TraceErrors e =
+        test::trace_errors(shifted.value().xtrace, shifted.value().ytrace, truth);
+    EXPECT_LT(e.rms_x, 0.015);
+    EXPECT_LT(std::fabs(e.mean_x), 0.01);
+    EXPECT_LT(e.rms_y, 0.015);
+    EXPECT_LT(std::fabs(e.mean_y), 0.01);
+
+    const std::string automatic = dir_->file("psf-r0-arc-auto.fits");
+    const RunResult a = test::run_command("trace-shifts -i " + image + " --psf " + psf_ + " -o " +
+                                          automatic + " --auto --spectrum " + spectrum);
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("flavor=arc continuum=no sky=no arc_lamps=yes"), std::string::npos)
+        << a.output;
+    auto same = read_psf(automatic);
+    ASSERT_TRUE(same.is_ok());
+    EXPECT_EQ(same.value().xtrace.coef, shifted.value().xtrace.coef);
+    EXPECT_EQ(same.value().ytrace.coef, shifted.value().ytrace.coef);
 }
 
 // --spectrum in desispec's spec-sky.dat format: here our own lines drawn as a spectrum.
@@ -194,6 +280,14 @@ TEST_F(TraceShiftsCli, RefusalsNameTheProblem)
     expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
                                      " --degyx 2"),
                    2, "give --sky or --spectrum");
+    expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
+                                     out + " --continuum --arc-lamps --spectrum sky.dat"),
+                   2, "--continuum and --arc-lamps exclude each other");
+    expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
+                                     " --degxx 2 --continuum"),
+                   1,
+                   "preproc-dark.fits: large-shift scan: trace light (peak S/N >= 10) in 0 of "
+                   "the 7 bands");
     const RunResult r = test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " +
                                           out + " --degxx 2 --degyx 2 --sky");
     expect_refused(r, 1, "preproc-dark.fits: no lit fibre");

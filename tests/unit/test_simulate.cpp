@@ -8,6 +8,7 @@
 #include <fitsio.h>
 #include <gtest/gtest.h>
 
+#include "ex2d/air_vacuum.hpp"
 #include "ex2d/fibermap_columns.hpp"
 #include "ex2d/simulate.hpp"
 #include "ex2d/synthetic_psf.hpp"
@@ -297,6 +298,41 @@ TEST_F(SimulateTest, FibermapHasDesispecMainSurveyColumnsWithUnits)
     EXPECT_GT(sky, 0);
 }
 
+// An arc: the lamp's lines in every lit fibre, each with its electrons (times the fibre's
+// throughput, within 5%), and nothing between them.
+TEST_F(SimulateTest, ArcFrameHoldsTheLampLinesOnly)
+{
+    SimulationOptions opt = small_options();
+    opt.arc = true;
+    const SimulatedFrame frame = simulate(opt);
+    EXPECT_EQ(frame.preproc.header.get_string("FLAVOR").value_or(""), "arc");
+    EXPECT_EQ(frame.preproc.header.get_string("OBSTYPE").value_or(""), "ARC");
+    const SimulationTruth& truth = frame.truth;
+    const size_t nwave = truth.wave.size();
+    int lines_seen = 0;
+    for (const ReferenceLine& line : simulated_arc_lines()) {
+        if (line.wave < truth.wave.front() + 5 || line.wave > truth.wave.back() - 5) continue;
+        ++lines_seen;
+        for (int s = 0; s < truth.nspec; ++s) {
+            double near = 0;
+            for (size_t i = 0; i < nwave; ++i) {
+                if (std::fabs(truth.wave[i] - line.wave) < 4.0) {
+                    near += truth.photons[size_t(s) * nwave + i];
+                }
+            }
+            EXPECT_NEAR(near / line.strength, 1.0, 0.051) << line.wave << " fibre " << s;
+        }
+    }
+    EXPECT_GT(lines_seen, 30);
+    const double dark = 0.5 * (air_to_vacuum(6717.043) + air_to_vacuum(6929.467));
+    for (size_t i = 0; i < nwave; ++i) {
+        if (std::fabs(truth.wave[i] - dark) >= 50) continue;
+        for (int s = 0; s < truth.nspec; ++s) {
+            EXPECT_EQ(truth.photons[size_t(s) * nwave + i], 0.0) << truth.wave[i];
+        }
+    }
+}
+
 TEST_F(SimulateTest, RejectsBadOptions)
 {
     SimulationOptions opt = small_options();
@@ -307,6 +343,14 @@ TEST_F(SimulateTest, RejectsBadOptions)
     EXPECT_EQ(simulate_frame(*psf_, opt).status().code(), StatusCode::invalid_argument);
     opt = small_options();
     opt.dw = 0;
+    EXPECT_EQ(simulate_frame(*psf_, opt).status().code(), StatusCode::invalid_argument);
+    opt = small_options();
+    opt.flat = true;
+    opt.arc = true;
+    EXPECT_EQ(simulate_frame(*psf_, opt).status().code(), StatusCode::invalid_argument);
+    opt = small_options();
+    opt.arc = true;
+    opt.arc_level = -1;
     EXPECT_EQ(simulate_frame(*psf_, opt).status().code(), StatusCode::invalid_argument);
 }
 

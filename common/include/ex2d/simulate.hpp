@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ex2d/badcolumns.hpp"
+#include "ex2d/night_sky_lines.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf.hpp"
 #include "ex2d/status.hpp"
@@ -40,7 +41,16 @@ struct SimulationOptions {
     /// spectrum of `flat_level` electrons per bin, no sky, no targets.
     bool flat = false;
     double flat_level = 3000.0;
+    /// An arc-lamp frame (FLAVOR arc): every lit fibre the same lamp lines,
+    /// simulated_arc_lines() times `arc_level`, no continuum, no sky, no targets.
+    bool arc = false;
+    double arc_level = 1.0;
 };
+
+/// The arc lamps' lines the simulator draws (strong lines of Hg, Cd, Ne, Ar, Kr and Xe from
+/// 3610 to 9800 A): vacuum wavelength (A) and electrons per fibre at arc_level 1. For
+/// reference spectra of simulated arcs; ex2d trace-shifts ships no arc-lamp line list.
+const std::vector<ReferenceLine>& simulated_arc_lines();
 
 /// Photons per wavelength bin of every fibre on the extraction grid.
 struct SimulationTruth {

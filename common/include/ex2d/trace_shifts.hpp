@@ -12,6 +12,10 @@
 /// window; y: per fibre and reference emission line, the centroid along the rows of the line
 /// summed across the trace, less the PSF's. Both are fitted by polynomials in (x, y) of the
 /// requested degrees, the traces moved, and the measurement repeated until it converges.
+///
+/// Both reach only about +-width/2 px; the large-shift scan (desi_compute_trace_shifts' own,
+/// made unless --no-large-shift-scan) first finds a constant offset of all traces over tens of
+/// pixels on continuum and arc frames.
 
 #include <array>
 #include <cstddef>
@@ -24,6 +28,17 @@
 #include "ex2d/status.hpp"
 
 namespace ex2d {
+
+/// desi_compute_trace_shifts' large-shift scan: one constant offset of every trace, searched
+/// over tens of pixels before the fine measurement.
+enum class LargeShiftScan {
+    none,       ///< no scan (--no-large-shift-scan; desi_proc's science and flat frames)
+    continuum,  ///< x from wide cross-dispersion profiles (continuum and LED frames)
+    arc_lamps,  ///< x and y from the spots of TraceShiftOptions::lines (arc frames)
+};
+
+/// The scan's name in log lines and messages: "none", "continuum", "arc_lamps".
+const char* large_shift_scan_name(LargeShiftScan scan);
 
 struct TraceShiftOptions {
     int degxx = 0;  ///< degree of dx in CCD x (across fibres)
@@ -43,6 +58,22 @@ struct TraceShiftOptions {
                               ///< degrees are lowered (first along y, then along x)
     int nfibers = 0;          ///< fibres measured, from the first; 0 = all
     int max_iterations = 10;  ///< per axis; stops earlier when the traces move < 0.001 px
+    /// Scan for a large constant offset before the fine measurement; arc_lamps predicts the
+    /// spots of `lines` (the arc lamps' lines).
+    LargeShiftScan large_shift_scan = LargeShiftScan::none;
+};
+
+/// What the large-shift scan found.
+struct LargeShiftScanResult {
+    LargeShiftScan method = LargeShiftScan::none;
+    double dx = 0;  ///< px added to every fibre's XTRACE before the fine measurement
+    double dy = 0;  ///< px added to every fibre's YTRACE (arc lamps only)
+    /// continuum: the best offset (px) of each band of rows, bottom up, NaN where the band
+    /// shows no trace light; dx is their median
+    std::vector<double> band_dx;
+    int spots_predicted = 0;  ///< arc lamps: spots of the reference lines on the CCD
+    int spots_detected = 0;   ///< arc lamps: spots detected in the image
+    int matches = 0;          ///< arc lamps: pairs of the last pass (1 fibre separation)
 };
 
 /// One measured offset (as desi_compute_trace_shifts' --outoffsets table).
@@ -66,6 +97,7 @@ struct TraceShiftResult {
     bool y_measured = false;
     int x_iterations = 0;
     int y_iterations = 0;
+    LargeShiftScanResult scan;  ///< method none where no scan was asked for
     /// Output minus input traces of every fibre at 5 wavelengths spanning the trace domain
     /// (desispec's MEANDX, MINDX, ... header keys).
     double mean_dx = 0, min_dx = 0, max_dx = 0;
@@ -104,9 +136,43 @@ struct Float32ImageView {
     std::size_t index(int row, int col) const { return std::size_t(row) * nx + col; }
 };
 
+/// The large-shift scan alone (options.large_shift_scan, not none), on `image` against
+/// `psf`'s traces; measure_trace_shifts makes it first.
+///
+/// continuum: in 7 bands of 100 rows centred on the middle row, the mean of each column
+/// (ivar-weighted, masked pixels left out) cross-correlated with a model profile (a Gaussian
+/// of sigma 1.5 px at each fibre's trace) over -50..+50 px in 0.25 px steps; dx is the
+/// median of the bands' best offsets. A band whose peak has S/N < 10 over the profile's
+/// median is left out (logged).
+///
+/// arc_lamps: the spots of the 50 strongest `lines` inside the traces' wavelength range,
+/// predicted for every fibre, matched to the spots detected in the image (local maxima of
+/// the image smoothed by a Gaussian of 1 px with S/N >= 75): the prediction moved in x over
+/// +-25 fibre separations (7 px) in half-separation steps, three passes with a maximum match
+/// distance of 4, 2 and 1 separations, each scanning around the offset of the one before
+/// and keeping the offset with the most matches (every detected spot matched to one
+/// prediction at most; among offsets with as many, the closest pairs), then setting dx and
+/// dy to the medians of the matched differences.
+///
+/// Both see the traces through their pattern of fibres and bundles: a shift beyond the range
+/// can match the pattern a fibre or a bundle over instead.
+///
+/// Errors (Status::invalid, naming `frame_name`): continuum: fewer than 4 bands with light,
+/// a peak on the edge of the range; arc lamps: no reference line on the CCD, no spot
+/// detected or more than 100000, no match.
+Result<LargeShiftScanResult> scan_large_shift(const ImageView& image, const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name);
+Result<LargeShiftScanResult> scan_large_shift(const Float32ImageView& image,
+                                              const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name);
+
 /// Measures the trace shifts of `image` (weights: ivar with masked pixels at 0) against
-/// `psf`. Errors (Status::invalid) name `frame_name` and the reason: no usable pixels, too
-/// few measurements for the fit, a fit that fails at degree 0, a bad option.
+/// `psf`, after the large-shift scan where options ask for one (its offset is then part of
+/// the result's traces and summary). Errors (Status::invalid) name `frame_name` and the
+/// reason: no usable pixels, a failed scan, too few measurements for the fit, a fit that
+/// fails at degree 0, a bad option.
 Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
                                               const TraceShiftOptions& options,
                                               const std::string& frame_name);

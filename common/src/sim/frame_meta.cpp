@@ -42,8 +42,8 @@ FitsHeader make_image_header(const SimulationOptions& opt, int petal, int npix_x
     h.set_string("CAMERA", opt.camera, "camera");
     h.set_int("EXPID", opt.expid, "exposure id");
     h.set_int("NIGHT", opt.night, "YYYYMMDD observing night");
-    h.set_string("FLAVOR", opt.flat ? "flat" : "science", "exposure flavor");
-    h.set_string("OBSTYPE", opt.flat ? "FLAT" : "SCIENCE", "observation type");
+    h.set_string("FLAVOR", opt.flat ? "flat" : opt.arc ? "arc" : "science", "exposure flavor");
+    h.set_string("OBSTYPE", opt.flat ? "FLAT" : opt.arc ? "ARC" : "SCIENCE", "observation type");
     h.set_double("EXPTIME", kExposureTime, "exposure time (s)");
     h.set_int("SPECGRPH", petal, "spectrograph (petal)");
     h.set_int("TILEID", kTileId, "tile");

@@ -124,6 +124,10 @@ Status check_options(const GaussHermitePsf& psf, const SimulationOptions& opt, i
     if ((opt.wmin != 0 || opt.wmax != 0) && !(opt.wmax > opt.wmin)) {
         return Status::invalid("simulate: wavelength range needs wmin < wmax");
     }
+    if (opt.flat && opt.arc) {
+        return Status::invalid("simulate: a frame is a flat or an arc, not both");
+    }
+    if (!(opt.arc_level >= 0)) return Status::invalid("simulate: arc level must be >= 0");
     if (!(opt.read_noise >= 0) || !(opt.sky_level >= 0)) {
         return Status::invalid("simulate: read noise and sky level must be >= 0");
     }

@@ -60,6 +60,35 @@ constexpr Line kStellarLines[] = {
     {8498.02, 0}, {8542.09, 0}, {8662.14, 0},
 };
 
+// Arc-lamp lines (air wavelengths, A, of strong lines of the NIST Atomic Spectra Database)
+// with electrons per fibre at arc_level 1, set for the simulation (bright, within a factor 4
+// of each other), not the lamps' own ratios. Lines closer than about 5 A to a stronger one are
+// left out, so that every line is a spot of its own.
+constexpr Line kArcLines[] = {
+    {3610.508, 20000}, {4046.563, 30000}, {4077.831, 15000}, {4273.969, 15000}, {4319.580, 15000},
+    {4358.328, 40000}, {4500.977, 15000}, {4624.276, 15000}, {4671.226, 20000}, {4799.912, 20000},
+    {4923.152, 15000}, {5085.822, 25000}, {5460.735, 50000}, {5570.289, 15000}, {5769.598, 25000},
+    {5790.663, 25000}, {5852.488, 30000}, {5881.895, 15000}, {5944.834, 20000}, {5975.534, 15000},
+    {6029.997, 15000}, {6074.338, 20000}, {6096.163, 20000}, {6143.063, 30000}, {6163.594, 20000},
+    {6217.281, 15000}, {6266.495, 25000}, {6304.789, 15000}, {6334.428, 25000}, {6382.992, 30000},
+    {6402.246, 50000}, {6438.470, 30000}, {6506.528, 40000}, {6532.882, 15000}, {6598.953, 30000},
+    {6678.276, 25000}, {6717.043, 15000}, {6929.467, 30000}, {6965.431, 40000}, {7032.413, 30000},
+    {7067.218, 40000}, {7147.042, 20000}, {7173.938, 15000}, {7245.167, 20000}, {7272.936, 15000},
+    {7383.980, 30000}, {7438.898, 15000}, {7488.871, 15000}, {7503.869, 50000}, {7514.652, 30000},
+    {7535.774, 15000}, {7587.413, 20000}, {7601.544, 25000}, {7635.106, 60000}, {7685.246, 15000},
+    {7694.539, 15000}, {7723.761, 30000}, {7948.176, 40000}, {8006.157, 30000}, {8014.786, 40000},
+    {8082.458, 15000}, {8115.311, 60000}, {8136.406, 15000}, {8190.054, 20000}, {8231.634, 20000},
+    {8264.522, 40000}, {8300.326, 20000}, {8377.607, 30000}, {8408.210, 40000}, {8424.648, 50000},
+    {8495.360, 20000}, {8521.442, 40000}, {8591.259, 15000}, {8634.647, 20000}, {8654.383, 30000},
+    {8667.944, 20000}, {8780.622, 30000}, {8819.410, 30000}, {8853.867, 20000}, {8928.692, 20000},
+    {8952.251, 15000}, {9045.446, 15000}, {9122.967, 50000}, {9148.672, 20000}, {9162.652, 20000},
+    {9201.759, 20000}, {9224.499, 40000}, {9300.853, 20000}, {9326.507, 20000}, {9425.379, 20000},
+    {9534.163, 20000}, {9657.786, 40000}, {9665.424, 20000}, {9799.697, 20000},
+};
+// A: the lines are unresolved (the PSF is the instrument's width); this width lets the photon
+// grid's bins sample them without moving their centroid.
+constexpr double kArcLineSigma = 0.7;
+
 constexpr double kFaintContinuum = 20.0;  // e/bin scale of the bright-star multiplier
 
 double uniform(std::mt19937_64& rng, double lo, double hi)
@@ -227,6 +256,22 @@ void add_lamp(const std::vector<double>& grid, double level, int nspec, FrameSpe
     }
 }
 
+/// An arc lamp seen through every fibre: its lines, with the flat's fibre-to-fibre throughput.
+void add_arc(const std::vector<double>& grid, double dw, double level, int nspec,
+             FrameSpectra& spectra)
+{
+    const size_t ngrid = grid.size();
+    for (int s = 0; s < nspec; ++s) {
+        spectra.kinds[s] = TargetKind::lamp;
+        const double throughput = 1.0 + 0.05 * std::sin(0.7 * s);
+        double* out = spectra.photons.data() + size_t(s) * ngrid;
+        for (const ReferenceLine& line : simulated_arc_lines()) {
+            add_gaussian_line(grid, dw, line.wave, kArcLineSigma,
+                              level * throughput * line.strength, out);
+        }
+    }
+}
+
 }  // namespace
 
 FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const SimulationOptions& opt,
@@ -239,6 +284,10 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
     spectra.photons.assign(size_t(nspec) * ngrid, 0.0);
     if (opt.flat) {
         add_lamp(grid, opt.flat_level, nspec, spectra);
+        return spectra;
+    }
+    if (opt.arc) {
+        add_arc(grid, dw, opt.arc_level, nspec, spectra);
         return spectra;
     }
 
@@ -284,3 +333,19 @@ FrameSpectra make_spectra(const std::vector<double>& grid, double dw, const Simu
 }
 
 }  // namespace ex2d::sim
+
+namespace ex2d {
+
+const std::vector<ReferenceLine>& simulated_arc_lines()
+{
+    static const std::vector<ReferenceLine> lines = [] {
+        std::vector<ReferenceLine> out;
+        for (const sim::Line& line : sim::kArcLines) {
+            out.push_back({line.vacuum_wave(), line.strength});
+        }
+        return out;
+    }();
+    return lines;
+}
+
+}  // namespace ex2d

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ex2d/logging.hpp"
+#include "large_shift_scan.hpp"
 #include "measure.hpp"
 #include "shift_fit.hpp"
 
@@ -38,6 +39,10 @@ Status check_options(const TraceShiftOptions& o, const GaussHermitePsf& psf,
         return Status::invalid(frame + ": --nfibers must be 1.." + std::to_string(psf.nspec()));
     }
     if (!(o.max_error > 0)) return Status::invalid(frame + ": --max-error must be > 0");
+    if (o.large_shift_scan == LargeShiftScan::arc_lamps && o.lines.empty()) {
+        return Status::invalid(frame +
+                               ": the arc-lamp scan needs reference lines (the arc's spectrum)");
+    }
     return Status::ok();
 }
 
@@ -152,6 +157,22 @@ void summarize(const GaussHermitePsf& in, const GaussHermitePsf& out, TraceShift
 }
 
 template <typename View>
+Result<LargeShiftScanResult> scan(const View& image, const GaussHermitePsf& psf,
+                                  const TraceShiftOptions& options, const std::string& frame_name)
+{
+    EX2D_RETURN_NOT_OK(check_options(options, psf, frame_name));
+    switch (options.large_shift_scan) {
+        case LargeShiftScan::continuum:
+            return traceshift::scan_continuum(image, psf, frame_name);
+        case LargeShiftScan::arc_lamps:
+            return traceshift::scan_arc_lamps(image, psf, options.lines, frame_name);
+        case LargeShiftScan::none:
+            break;
+    }
+    return LargeShiftScanResult{};
+}
+
+template <typename View>
 Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
                                  const TraceShiftOptions& options, const std::string& frame_name)
 {
@@ -171,7 +192,15 @@ Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
     result.degyx = options.degyx;
     result.degyy = options.degyy;
 
-    const traceshift::XCentroidModel x_model(psf, nfibers, image.ny, options.width);
+    if (options.large_shift_scan != LargeShiftScan::none) {
+        EX2D_ASSIGN_OR_RETURN(result.scan, scan(image, psf, options, frame_name));
+        for (int fiber = 0; fiber < work.nspec(); ++fiber) {
+            work.xtrace.coef[size_t(fiber) * work.xtrace.ncoef] += result.scan.dx;
+            work.ytrace.coef[size_t(fiber) * work.ytrace.ncoef] += result.scan.dy;
+        }
+    }
+
+    const traceshift::XCentroidModel x_model(work, nfibers, image.ny, options.width);
     EX2D_ASSIGN_OR_RETURN(AxisRun x_run,
                           converge(work, TraceAxis::x, result.degxx, result.degxy, options, nfibers,
                                    frame_name, [&](const GaussHermitePsf& current) {
@@ -221,6 +250,19 @@ std::array<TraceShiftKey, 6> trace_shift_summary_keys(const TraceShiftResult& r)
              {"MAXDY", r.max_dy, "px, max trace shift in y"}}};
 }
 
+const char* large_shift_scan_name(LargeShiftScan scan)
+{
+    switch (scan) {
+        case LargeShiftScan::continuum:
+            return "continuum";
+        case LargeShiftScan::arc_lamps:
+            return "arc_lamps";
+        case LargeShiftScan::none:
+            break;
+    }
+    return "none";
+}
+
 std::string trace_shift_method_for_obstype(const std::string& obstype)
 {
     std::string t;
@@ -245,6 +287,21 @@ TraceShiftOptions desi_proc_trace_shift_options(const std::string& method)
         opt.lines = night_sky_lines();
     }
     return opt;
+}
+
+Result<LargeShiftScanResult> scan_large_shift(const ImageView& image, const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name)
+{
+    return scan(image, psf, options, frame_name);
+}
+
+Result<LargeShiftScanResult> scan_large_shift(const Float32ImageView& image,
+                                              const GaussHermitePsf& psf,
+                                              const TraceShiftOptions& options,
+                                              const std::string& frame_name)
+{
+    return scan(image, psf, options, frame_name);
 }
 
 Result<TraceShiftResult> measure_trace_shifts(const ImageView& image, const GaussHermitePsf& psf,
