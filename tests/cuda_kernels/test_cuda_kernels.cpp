@@ -17,7 +17,7 @@
 #include "ex2d/psf.hpp"
 #include "ex2d/synthetic_psf.hpp"
 #include "kernel_fixture.hpp"
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 
 namespace ex2d::cuda::test {
 namespace {
