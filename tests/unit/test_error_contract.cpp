@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The error contract: one exit-code table for ex2d, ex2dctl and the services (docs/usage.md,
-// "Exit codes"), and the code a failed status maps to.
+// "Exit codes"), the code a failed status maps to, and a Result read without being checked as
+// a typed programming error (ex2d::Error), not a bare std::logic_error.
 #include <csignal>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -36,6 +38,26 @@ TEST(ExitCodes, AFailedStatusMapsToItsClass)
     EXPECT_EQ(exit_code_for(Status::numerical("no lit fibre")), kExitRuntime);
     EXPECT_EQ(exit_code_for(Status(StatusCode::not_compiled, "cuda")), kExitRuntime);
     EXPECT_EQ(exit_code_for(Status(StatusCode::device_unavailable, "no GPU")), kExitRuntime);
+}
+
+TEST(Result, ValueOfAnErrorIsABadResultAccessNamingTheStatus)
+{
+    Result<int> failed = Status::io("psf.fits: no such file");
+    ASSERT_FALSE(failed.is_ok());
+    EXPECT_THROW((void)failed.value(), BadResultAccess);
+    try {
+        (void)std::move(failed).value();
+        FAIL() << "no exception";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("I/O error: psf.fits: no such file"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(Result<int>(Status::ok()), BadResultAccess);
+    Result<int> value = 3;
+    ASSERT_TRUE(value.is_ok());
+    EXPECT_EQ(value.value(), 3);
+    EXPECT_TRUE(value.status().is_ok());
 }
 
 }  // namespace
