@@ -16,7 +16,7 @@
 
 #include "blas_threads.hpp"
 #include "cpu_clock.hpp"
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 #include "symmetric_eigen.hpp"
 #include "tridiagonal_reduction.hpp"
 

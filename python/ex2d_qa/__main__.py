@@ -8,6 +8,10 @@ import time
 
 from .fleet import Fleet
 
+# ex2dctl's exit code for an output that cannot be written (common/include/ex2d/exit_codes.hpp;
+# a bad command line exits 2 through argparse, any other failure 1).
+EXIT_OUTPUT = 4
+
 
 def parse(argv):
     p = argparse.ArgumentParser(
@@ -65,7 +69,11 @@ def main(argv=None):
     report = Report(args.inputs, cameras=cameras(args.cameras), campaign=args.campaign,
                     fleet=fleet, detail=detail, processes=args.jobs or None,
                     timelines=not args.no_timelines).build()
-    path = report.write(os.path.abspath(args.output), args.title)
+    try:
+        path = report.write(os.path.abspath(args.output), args.title)
+    except OSError as e:
+        print("ex2dctl qa: cannot write %s: %s" % (args.output, e.strerror or e), file=sys.stderr)
+        return EXIT_OUTPUT
     frames = list(report.all_frames())
     counts = {flag: sum(1 for f in frames if f.flag == flag) for flag in ("PASS", "WARN", "FAIL")}
     print("QA report %s: %d frame(s), PASS %d, WARN %d, FAIL %d, in %.1f s" % (

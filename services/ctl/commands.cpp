@@ -86,7 +86,7 @@ std::vector<std::string> preproc_files_in(const fs::path& dir, bool recursive)
     } else {
         for (const auto& e : fs::directory_iterator(dir, ec)) take(e);
     }
-    if (ec) throw CtlExit{kExitUsage, dir.string() + ": cannot list: " + ec.message()};
+    if (ec) throw CtlExit{kExitInput, dir.string() + ": cannot list: " + ec.message()};
     std::sort(files.begin(), files.end());
     return files;
 }
@@ -191,7 +191,7 @@ int submit(Connection& c, const SubmitArgs& a)
         for (auto& f : preproc_files_in(a.tree, true)) files.push_back(f);
     if (!a.list_file.empty()) {
         std::ifstream in(a.list_file);
-        if (!in) throw CtlExit{kExitUsage, a.list_file + ": cannot read"};
+        if (!in) throw CtlExit{kExitInput, a.list_file + ": cannot read"};
         for (std::string line; std::getline(in, line);) {
             if (!line.empty() && line[0] != '#') files.push_back(line);
         }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/extraction_types.hpp"
 #include "ex2d/service/control_plane.hpp"
 
@@ -20,21 +21,12 @@ struct Connection {
     std::unique_ptr<service::ControlPlane> plane;
 };
 
-/// ex2dctl's exit codes (docs/fleet.md, "ex2dctl").
-enum ExitCode : int {
-    kExitOk = 0,
-    kExitUsage = 2,       ///< bad command line or option value, bad configuration, refused password
-    kExitRedis = 3,       ///< Redis unreachable or answering with an error
-    kExitWithErrors = 4,  ///< wait: the exposure ended with failed or dead frames, or cancelled
-    kExitTimeout = 5,     ///< wait: --timeout passed
-};
-
 /// ex2dctl qa: replaces this process by `python3 -m ex2d_qa` (python/ex2d_qa) with `args`,
 /// after `--ex2dctl SELF` and `fleet_args` (the global Redis options, passed on to the
 /// `ex2dctl status` calls the report makes). Returns only when it cannot be started.
 int run_qa(const std::vector<std::string>& args, const std::vector<std::string>& fleet_args);
 
-/// Thrown to end the program with a message and an exit code.
+/// Thrown to end the program with a message and an exit code (ex2d/exit_codes.hpp).
 struct CtlExit {
     int code;
     std::string message;
@@ -97,7 +89,7 @@ std::vector<std::string> exposure_frame_keys(Connection& c, const std::string& c
 
 /// HGETALL as a JSON object (strings).
 nlohmann::json hash(Connection& c, const std::string& key);
-/// Unwraps a Redis result or throws CtlExit(3).
+/// Unwraps a Redis result or throws CtlExit(kExitRedis).
 service::RedisValue must(Result<service::RedisValue> r);
 
 }  // namespace ex2d::ctl

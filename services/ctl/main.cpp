@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl: submit exposures, nights and campaigns; see where they stand; requeue, drain.
+#include <exception>
 #include <filesystem>
 #include <iostream>
 
@@ -165,19 +166,22 @@ int run_keygen(const CommandArgs& a)
     for (const auto& path : {a.secret_file, a.public_file}) {
         if (!a.overwrite && std::filesystem::exists(path)) {
             std::cerr << "ex2dctl: " << path << " exists (give --force to replace it)\n";
-            return ctl::kExitUsage;
+            return ex2d::kExitUsage;
         }
     }
     auto keys = service::generate_curve_keypair();
-    Status written =
-        keys.is_ok() ? service::write_curve_key_files(keys.value(), a.secret_file, a.public_file)
-                     : keys.status();
+    if (!keys.is_ok()) {
+        std::cerr << "ex2dctl: keygen: " << keys.status().message() << "\n";
+        return ex2d::kExitRuntime;
+    }
+    const Status written =
+        service::write_curve_key_files(keys.value(), a.secret_file, a.public_file);
     if (!written.is_ok()) {
         std::cerr << "ex2dctl: keygen: " << written.message() << "\n";
-        return ctl::kExitUsage;
+        return ex2d::kExitOutput;
     }
     std::cout << keys.value().public_key << "\n";
-    return ctl::kExitOk;
+    return ex2d::kExitOk;
 }
 
 /// The configuration (the file, then EX2D_SECTION_KEY variables) with the command line's
@@ -187,7 +191,7 @@ service::FleetSettings load_settings(const GlobalArgs& g)
     service::Config config;
     const char* args[] = {"ex2dctl", "--config", g.config_file.c_str()};
     Status loaded = config.load(g.config_file.empty() ? 1 : 3, args);
-    if (!loaded.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, loaded.message()};
+    if (!loaded.is_ok()) throw ctl::CtlExit{ex2d::kExitUsage, loaded.message()};
     if (!g.redis_host.empty()) (void)config.set("redis.host", g.redis_host, "command line");
     if (g.redis_port > 0)
         (void)config.set("redis.port", std::to_string(g.redis_port), "command line");
@@ -195,18 +199,18 @@ service::FleetSettings load_settings(const GlobalArgs& g)
     return service::FleetSettings::from(config);
 }
 
-/// A connection to the fleet's Redis. A refused password is a configuration error (2), like
-/// the services'; an unreachable Redis is 3.
+/// A connection to the fleet's Redis. A refused password is a configuration error (usage),
+/// as in the services; an unreachable Redis is kExitRedis.
 ctl::Connection connect(const service::RedisSettings& settings)
 {
     auto options = service::redis_options(settings);
-    if (!options.is_ok()) throw ctl::CtlExit{ctl::kExitUsage, options.status().message()};
+    if (!options.is_ok()) throw ctl::CtlExit{ex2d::kExitUsage, options.status().message()};
     ctl::Connection c;
     c.redis = std::make_unique<service::RedisClient>(options.value());
     Status connected = c.redis->connect_once();
     if (!connected.is_ok()) {
         throw ctl::CtlExit{
-            connected.code() == StatusCode::invalid_argument ? ctl::kExitUsage : ctl::kExitRedis,
+            connected.code() == StatusCode::invalid_argument ? ex2d::kExitUsage : ex2d::kExitRedis,
             connected.message()};
     }
     c.plane = std::make_unique<service::ControlPlane>(*c.redis, settings.key_namespace);
@@ -233,12 +237,12 @@ int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
     if (*a.campaign_cmd) return ctl::campaign_action(c, a.action, a.name);
     if (*a.wait) {
         const int ended = ctl::wait_exposure(c, a.exposure, a.campaign, a.timeout_s);
-        if (a.timingfile.empty() || ended == ctl::kExitTimeout) return ended;
+        if (a.timingfile.empty() || ended == ex2d::kExitTimeout) return ended;
         const int timed = ctl::write_exposure_timing(c, a.exposure, a.campaign, a.timingfile);
-        return ended != ctl::kExitOk ? ended : timed;
+        return ended != ex2d::kExitOk ? ended : timed;
     }
     if (*a.timing) return ctl::write_exposure_timing(c, a.exposure, a.campaign, a.timingfile);
-    return ctl::kExitOk;
+    return ex2d::kExitOk;
 }
 
 }  // namespace
@@ -260,7 +264,7 @@ int main(int argc, char** argv)
         // CLI11's own code (105-109), so that scripts see ex2dctl's documented codes.
         if (e.get_exit_code() == 0) return app.exit(e);
         std::cerr << "ex2dctl: " << e.what() << " (run with --help for more information)\n";
-        return ctl::kExitUsage;
+        return ex2d::kExitUsage;
     }
     sub.psferr_given = commands.psferr->count() > 0;
     if (*commands.keygen) return run_keygen(commands);
@@ -270,5 +274,8 @@ int main(int argc, char** argv)
     } catch (const ctl::CtlExit& e) {
         std::cerr << "ex2dctl: " << e.message << "\n";
         return e.code;
+    } catch (const std::exception& e) {
+        std::cerr << "ex2dctl: internal error: " << e.what() << "\n";
+        return ex2d::kExitRuntime;
     }
 }

@@ -74,7 +74,7 @@ int run_qa(const std::vector<std::string>& args, const std::vector<std::string>&
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
     std::cerr << "ex2dctl: qa: cannot run " << python << ": " << std::strerror(errno) << "\n";
-    return kExitUsage;
+    return kExitRuntime;
 }
 
 }  // namespace ex2d::ctl

@@ -48,7 +48,7 @@ int write_exposure_timing(Connection& c, const std::string& exposure, const std:
         throw CtlExit{kExitUsage, "exposure " + expid + " (" + campaign + ") has no written frame"};
     }
     const Status recorded = record_step_timings(path, timers, {"read", "extract", "write"});
-    if (!recorded.is_ok()) throw CtlExit{kExitUsage, recorded.message()};
+    if (!recorded.is_ok()) throw CtlExit{kExitOutput, recorded.message()};
     std::cout << "timing of " << timers.size() << " frame(s) of exposure " << expid
               << " written to " << path << std::endl;
     return kExitOk;

@@ -11,21 +11,6 @@
 
 namespace ex2d::tool {
 
-int exit_code_for(const Status& status)
-{
-    switch (status.code()) {
-        case StatusCode::ok:
-            return kExitOk;
-        case StatusCode::invalid_argument:
-            return kExitUsage;
-        case StatusCode::io_error:
-        case StatusCode::format_error:
-            return kExitInput;
-        default:
-            return kExitRuntime;
-    }
-}
-
 void exit_on_error(const Status& status, int code)
 {
     if (!status.is_ok()) {

@@ -14,12 +14,8 @@
 
 namespace ex2d::tool {
 
-/// The exit code of a failure of this kind: invalid_argument -> usage, io/format -> input,
-/// numerical and backend failures -> runtime.
-int exit_code_for(const Status& status);
-
 /// Throws CommandExit(code, status text) when `status` is not OK; code < 0 takes
-/// exit_code_for(status).
+/// exit_code_for(status) (ex2d/exit_codes.hpp).
 void exit_on_error(const Status& status, int code = -1);
 
 template <typename T>

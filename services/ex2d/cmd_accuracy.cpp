@@ -32,7 +32,8 @@ void run_accuracy(const AccuracyArgs& args)
     const bool pass = std::abs(st.mean) < 0.02 && st.stddev >= 0.97 && st.stddev <= 1.03 &&
                       st.frac_beyond_5 < 1e-4;
     std::printf("  verdict              %s\n", pass ? "PASS" : "FAIL");
-    if (args.check && !pass) throw CommandExit(3, "pull statistics outside the goals");
+    if (args.check && !pass)
+        throw CommandExit(kExitWithErrors, "pull statistics outside the goals");
 }
 
 }  // namespace
@@ -46,7 +47,8 @@ void add_accuracy_command(CLI::App& app)
                            "(flux - R.truth) * sqrt(ivar) over unmasked bins");
     cmd->add_option("--frame", args->frame, "Frame file written by ex2d extract")->required();
     cmd->add_option("--truth", args->truth, "Truth file written by ex2d simulate")->required();
-    cmd->add_flag("--check", args->check, "Exit with status 3 when a goal is missed");
+    cmd->add_flag("--check", args->check,
+                  "Exit with status 6 (ended with errors) when a goal is missed");
     cmd->callback([args] { run_accuracy(*args); });
 }
 

@@ -11,19 +11,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ex2d/exit_codes.hpp"
+
 namespace ex2d::tool {
 
-/// Exit codes of the tool, one per failure class (table in docs/usage.md). A signal N ends
-/// the program with 128 + N, as a shell reports it.
-enum ExitCode : int {
-    kExitOk = 0,
-    kExitRuntime = 1,  ///< the extraction failed, or the requested backend cannot be had
-    kExitUsage = 2,    ///< a bad option or option value (CLI parsing included)
-    kExitInput = 3,    ///< an input file is missing, unreadable or not in the expected format
-    kExitOutput = 4,   ///< an output file or its folder cannot be written
-};
-
-/// Thrown by a subcommand to end the program with `code` after printing `what()`.
+/// Thrown by a subcommand to end the program with `code` (ex2d/exit_codes.hpp: runtime,
+/// usage, input or output) after printing `what()`.
 class CommandExit : public std::runtime_error {
 public:
     CommandExit(int code, const std::string& reason) : std::runtime_error(reason), code_(code) {}

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <thread>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/temporary_files.hpp"
 
@@ -38,11 +39,11 @@ void watch_interrupts()
     const int sig = byte;
     remove_temporary_files();
     logger()->error("ex2d: interrupted by signal {} ({}): temporary files removed, exit {}", sig,
-                    sig == SIGINT ? "SIGINT" : "SIGTERM", 128 + sig);
+                    sig == SIGINT ? "SIGINT" : "SIGTERM", exit_code_for_signal(sig));
     logger()->flush();
     // _exit: the other threads are mid-extraction; running static destructors under them
     // could crash or block instead of exiting.
-    ::_exit(128 + sig);
+    ::_exit(exit_code_for_signal(sig));
 }
 
 }  // namespace

@@ -73,11 +73,12 @@ int main(int argc, char** argv)
     } catch (const CLI::ParseError& e) {
         // --help and --version are "errors" with code 0; every other parse error is usage.
         if (e.get_exit_code() == 0) return app.exit(e);
-        return fail(kExitUsage, std::string(e.what()) + " (run with --help for more information)");
+        return fail(ex2d::kExitUsage,
+                    std::string(e.what()) + " (run with --help for more information)");
     } catch (const CommandExit& e) {
         return fail(e.code(), e.what());
     } catch (const std::exception& e) {
-        return fail(kExitRuntime, std::string("internal error: ") + e.what());
+        return fail(ex2d::kExitRuntime, std::string("internal error: ") + e.what());
     }
-    return kExitOk;
+    return ex2d::kExitOk;
 }

@@ -484,6 +484,12 @@ int main(int argc, char** argv)
                      "[--extract-delay-ms MS] [--write-delay-ms MS]\n");
         return 2;
     }
+#if !EX2D_TEST_HOOKS
+    std::fprintf(stderr,
+                 "ex2d-chaos-soak: needs a build with test hooks (cmake -DEX2D_TEST_HOOKS=ON): "
+                 "its stages are slowed by EX2D_TEST_DELAY_*_MS\n");
+    return 2;
+#endif
     // Redis going away is expected here; the clients' warnings would drown the progress lines.
     ex2d::set_log_level("error");
     std::signal(SIGINT, ex2d::fleet_test::on_signal);

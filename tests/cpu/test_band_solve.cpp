@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "band_solve.hpp"
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 
 namespace ex2d::cpu {
 namespace {

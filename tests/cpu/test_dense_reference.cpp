@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "ex2d/extraction.hpp"
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 #include "tiny_psf.hpp"
 
 namespace ex2d {

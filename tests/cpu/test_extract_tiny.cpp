@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "ex2d/extraction.hpp"
+#include "test_hooks.hpp"
 #include "tiny_psf.hpp"
 
 namespace ex2d {
@@ -275,23 +276,26 @@ TEST(ExtractTiny, NonFiniteSolveFailsItsPatchesNeverNaN)
 }
 
 // Valid inputs always give a positive definite iCov, so the factorization-failure path is
-// reached by making one patch's iCov indefinite (PatchBatch::indefinite_patch_for_tests).
+// reached by making one patch's iCov indefinite (the backends' test seam, test_hooks.hpp).
 // That patch is retried with regularize 1e-4, fails again and comes out zeroed, saying why;
 // every other patch is exactly as without it.
 TEST(ExtractTiny, IndefiniteIcovFailsItsPatchAloneAndSaysWhy)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     const TinySetup setup(17);
     const WaveGrids grids = make_wave_grids(setup.psf, setup.opt);
-    PatchBatch batch = plan_batch(setup.view(), setup.psf, setup.opt, grids);
+    const PatchBatch batch = plan_batch(setup.view(), setup.psf, setup.opt, grids);
     ASSERT_GT(batch.patches.size(), 20u);
     auto backend = make_cpu_backend(2);
     std::vector<PatchResult> clean;
     StageTimes times;
     backend->extract(batch, clean, times);
     const long forced = 13;
-    batch.indefinite_patch_for_tests = forced;
     std::vector<PatchResult> results;
-    backend->extract(batch, results, times);
+    {
+        const test::IndefinitePatch indefinite(batch.patches[size_t(forced)]);
+        backend->extract(batch, results, times);
+    }
     ASSERT_EQ(results.size(), clean.size());
     for (size_t i = 0; i < results.size(); ++i) {
         if (long(i) == forced) continue;

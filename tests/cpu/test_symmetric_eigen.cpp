@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 #include "symmetric_eigen.hpp"
 
 namespace ex2d::cpu {

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 #include "tridiagonal_reduction.hpp"
 
 namespace ex2d::cpu {

@@ -18,6 +18,7 @@
 #include "ex2d/synthetic_psf.hpp"
 #include "masked_amplifier.hpp"
 #include "sim_extract.hpp"
+#include "test_hooks.hpp"
 #include "test_paths.hpp"
 
 namespace ex2d {
@@ -348,24 +349,28 @@ TEST(CudaBackend, SmallBudgetSplitsBundlesWithoutChangingResults)
                 identical ? "bit-identical" : "within tolerance, not bit-identical");
 }
 
-// Valid inputs always give a positive definite iCov; one patch is made indefinite
-// (PatchBatch::indefinite_patch_for_tests) so that cuSOLVER's batched info array is what
-// reports the failure. Both backends retry it, fail it alike and leave every other patch ok.
+// Valid inputs always give a positive definite iCov; one patch is made indefinite (the
+// backends' test seam, test_hooks.hpp) so that cuSOLVER's batched info array is what reports
+// the failure. Both backends retry it, fail it alike and leave every other patch ok.
 TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
 {
     EX2D_REQUIRE_CUDA_DEVICE();
+    EX2D_REQUIRE_TEST_HOOKS();
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     const ExtractionOptions opt = two_bundles(150);
     const Frame f = simulate(psf, opt, 23);
     const WaveGrids grids = make_wave_grids(psf, opt);
-    PatchBatch batch = plan_batch(f.view(), psf, opt, grids);
-    batch.indefinite_patch_for_tests = long(batch.patches.size() / 3);
+    const PatchBatch batch = plan_batch(f.view(), psf, opt, grids);
+    const std::size_t forced_index = batch.patches.size() / 3;
     auto cpu = make_cpu_backend(0);
     auto gpu = cuda_backend();
     std::vector<PatchResult> a, b;
     StageTimes times;
-    cpu->extract(batch, a, times);
-    gpu->extract(batch, b, times);
+    {
+        const test::IndefinitePatch forced(batch.patches[forced_index]);
+        cpu->extract(batch, a, times);
+        gpu->extract(batch, b, times);
+    }
     ASSERT_EQ(a.size(), b.size());
     long failed = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
@@ -375,7 +380,7 @@ TEST(CudaBackend, IndefiniteIcovFailsItsPatchLikeTheCpu)
         for (double v : b[i].flux) ASSERT_TRUE(std::isfinite(v)) << "patch " << i;
     }
     EXPECT_EQ(failed, 1);
-    const PatchResult& forced = b[std::size_t(batch.indefinite_patch_for_tests)];
+    const PatchResult& forced = b[forced_index];
     EXPECT_EQ(forced.failure,
               "iCov is not positive definite; retry: iCov is not positive definite");
     for (double v : forced.ivar) EXPECT_EQ(v, 0.0);

@@ -17,7 +17,7 @@
 #include "ex2d/psf.hpp"
 #include "ex2d/synthetic_psf.hpp"
 #include "kernel_fixture.hpp"
-#include "lapack_fortran.hpp"
+#include "reference_lapack.hpp"
 
 namespace ex2d::cuda::test {
 namespace {
@@ -51,7 +51,7 @@ TEST(CudaKernels, GatherIcovAndRegularizeMatchTheDenseProjection)
     launch_icov(t.layout, d.device_image, d.box, d.chunk, nullptr);
     const std::vector<double> icov_device = d.icov.read();
     const double regularize = 0.25;
-    launch_regularize(t.layout, d.chunk, regularize, -1, nullptr);
+    launch_regularize(t.layout, d.chunk, regularize, nullptr);
 
     std::vector<double> rhs, fw, pixmask, icov, regularized, x;
     for (int p = 0; p < int(t.patches.size()); ++p) {

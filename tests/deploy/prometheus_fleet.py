@@ -2,6 +2,7 @@
 """A real Prometheus scrapes a small local fleet and evaluates the chart's alert rules.
 
   prometheus_fleet.py --source-dir DIR --reader BIN --worker BIN --writer BIN --ctl BIN --ex2d BIN
+                      [--test-hooks ON|OFF]
 
 Starts redis-server, one reader, worker and writer (fixed free HTTP ports) and Prometheus
 (own configuration and TSDB in a temporary folder, 127.0.0.1 on a free port, 1 s scrape and
@@ -14,7 +15,8 @@ HTTP API:
      restarts workers as Kubernetes would): Ex2dDeadLetters and Ex2dLeaseExpiries fire;
   C. the worker stopped and a frame submitted: Ex2dNoLiveWorker goes pending; a worker
      started again: the frame is done and the alert is gone.
-Exit 0 on success, 1 with the failures listed, 77 (ctest SKIP) without prometheus or redis-server.
+Exit 0 on success, 1 with the failures listed, 77 (ctest SKIP) without prometheus or redis-server,
+or with binaries built without test hooks (--test-hooks OFF: their workers ignore the poison).
 """
 import argparse
 import json
@@ -217,7 +219,11 @@ def main():
     for b in ("reader", "worker", "writer", "ctl", "ex2d"):
         ap.add_argument("--" + b, required=True)
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--test-hooks", default="ON", help="whether the binaries have test hooks")
     args = ap.parse_args()
+    if args.test_hooks.upper() not in ("ON", "1", "TRUE", "YES"):
+        print("SKIP: the binaries were built without test hooks (cmake -DEX2D_TEST_HOOKS=ON)")
+        return 77
     for tool in ("prometheus", "redis-server", "redis-cli"):
         if not shutil.which(tool):
             print(f"SKIP: {tool} not installed (.ci/install-deps --tests installs it)")

@@ -16,6 +16,7 @@
 #include "ex2d/service/wire.hpp"
 #include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
+#include "test_hooks.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
@@ -147,6 +148,7 @@ TEST(FleetCorrectness, WriterRefusesAFrameWhoseFibermapIsAnotherPetals)
 // writer sweep the temporary, which the next test covers, and this one saw no "finish refused").
 TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("stale-rename");
     fleet.make_exposure(54, {"r1"});
     // The delay sits between the last lease check and the rename.
@@ -182,6 +184,7 @@ TEST(FleetCorrectness, WriterStalledBeforeItsRenameNeverReplacesTheFinishedFrame
 // finished frame is untouched.
 TEST(FleetCorrectness, WriterStalledPastItsHeartbeatFindsItsTemporarySweptAndStandsDown)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("swept-rename");
     fleet.make_exposure(56, {"r1"});
     Process& stale = start_with_writer_stalled_before_rename(fleet, 56, "4000", "3");
@@ -215,6 +218,7 @@ TEST(FleetCorrectness, WriterStalledPastItsHeartbeatFindsItsTemporarySweptAndSta
 // its temporary file is removed within heartbeat_ttl_s + sweep_interval_s (3 + 0.5 s here).
 TEST(FleetCorrectness, TemporaryOfAWriterKilledMidWriteIsRemoved)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("orphan-tmp");
     fleet.make_exposure(55, {"z2"});
     Process& victim = start_with_writer_stalled_before_rename(fleet, 55, "30000");
@@ -303,6 +307,7 @@ TEST(FleetCorrectness, ResultNoWriterTakesIsHandedBackWithinItsBound)
 // their workers until the writer grants room, so none is dropped and none re-delivered.
 TEST(FleetCorrectness, SlowWriterOverTcpLosesNoResult)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("slow-writer");
     fleet.settings["zmq.bind"] = "tcp://127.0.0.1:*";
     const std::vector<std::string> cams = {"b0", "b1", "b2", "r0", "r1", "r2"};

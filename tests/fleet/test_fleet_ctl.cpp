@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ex2dctl's command line against a real redis-server: options that `ex2d extract` refuses are
 // refused with its message before anything is queued, --exposure takes exposure ids only,
-// parse errors exit with the usage code (2), a process whose heartbeat is overdue is shown as
-// stale, and an exposure's timings come out in desi_proc's --timingfile form.
+// parse errors exit with the usage code, Redis unreachable and wait's outcomes with theirs (the
+// one table, ex2d/exit_codes.hpp), a process whose heartbeat is overdue is shown as stale, and
+// an exposure's timings come out in desi_proc's --timingfile form.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -11,12 +12,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "ex2d/exit_codes.hpp"
 #include "fleet_harness.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
-
-constexpr int kExitUsage = 2;
 
 std::vector<std::string> submit_args(Fleet& fleet, const std::vector<std::string>& options)
 {
@@ -116,6 +116,22 @@ TEST(FleetCtl, ParseErrorsExitWithTheUsageCode)
     }
     std::string out;
     EXPECT_EQ(fleet.ctl({"--help"}, &out), 0) << out;
+}
+
+// The codes only ex2dctl has: wait on an exposure still open when --timeout passes, and any
+// command with its Redis gone. (An exposure that ended with errors: FleetPipeline.)
+TEST(FleetCtl, WaitTimeoutAndRedisUnreachableHaveTheirCodes)
+{
+    Fleet fleet("ctl-codes");
+    fleet.make_exposure(24, {"r0"});
+    ASSERT_EQ(fleet.submit(24), 0);  // no service runs: the frame stays queued
+    std::string out;
+    EXPECT_EQ(fleet.ctl({"wait", "--exposure", "24", "--timeout", "0.3"}, &out), kExitTimeout)
+        << out;
+    EXPECT_NE(out.find("ex2dctl: timed out after 0.3 s"), std::string::npos) << out;
+    fleet.kill_redis();
+    EXPECT_EQ(fleet.ctl({"status"}, &out), kExitRedis) << out;
+    EXPECT_EQ(fleet.ctl({"wait", "--exposure", "24"}, &out), kExitRedis) << out;
 }
 
 TEST(FleetCtl, OverdueHeartbeatIsShownAsStale)

@@ -10,6 +10,7 @@
 #include "ex2d/service/wire.hpp"
 #include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
+#include "test_hooks.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
@@ -45,6 +46,7 @@ class KillMidFrame : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(KillMidFrame, FrameIsRecoveredOnceWithNothingPartial)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     const KillCase k = GetParam();
     Fleet fleet(std::string("kill-") + k.role);
     const auto cams = cameras(4);
@@ -84,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("sigstop");
     fleet.make_exposure(32, {"r3"});
     fleet.start("reader", "reader-1");
@@ -111,6 +114,7 @@ TEST(FleetFaults, WorkerStoppedPastItsLeaseIsFenced)
 
 TEST(FleetFaults, RedisKilledAndRestartedLosesNothing)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("redis-restart");
     const auto cams = cameras(8);
     fleet.make_exposure(33, cams);
@@ -165,6 +169,7 @@ TEST(FleetFaults, ServicesStartedBeforeRedisWaitForIt)
 
 TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("poison");
     const auto cams = cameras(4);
     fleet.make_exposure(34, cams);
@@ -213,6 +218,7 @@ TEST(FleetFaults, PoisonFrameIsDeadLetteredAndTheRestCompletes)
 
 TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("join-drain");
     const auto cams = cameras(10);
     fleet.make_exposure(35, cams);
@@ -238,6 +244,7 @@ TEST(FleetFaults, WorkerJoinsAndAnotherDrainsMidRun)
 
 TEST(FleetFaults, SigtermMidFrameFinishesTheFrameAndExitsZero)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("sigterm");
     fleet.make_exposure(36, {"z4"});
     fleet.start("reader", "reader-1");
@@ -258,6 +265,7 @@ TEST(FleetFaults, SigtermMidFrameFinishesTheFrameAndExitsZero)
 
 TEST(FleetFaults, SlowWorkerKeepsTheReaderBounded)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("slow-worker");
     const auto cams = cameras(8);
     fleet.make_exposure(37, cams);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "fleet_harness.hpp"
+#include "test_hooks.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
@@ -20,6 +21,7 @@ long long field_ms(Fleet& fleet, int expid, const std::string& camera, const std
 
 TEST(FleetLanes, NightlyFramesGoBeforeTheCampaign)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("lanes");
     const std::vector<std::string> campaign_cams = {"b0", "b1", "b2", "b3", "b4", "b5"};
     fleet.make_exposure(51, campaign_cams, "20250101");
@@ -51,6 +53,7 @@ TEST(FleetLanes, NightlyFramesGoBeforeTheCampaign)
 
 TEST(FleetLanes, CampaignPauseResumeAndCancel)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("campaign-control");
     const std::vector<std::string> cams = {"z0", "z1", "z2", "z3", "z4", "z5"};
     fleet.make_exposure(53, cams, "20250102");

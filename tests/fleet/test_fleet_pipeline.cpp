@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/frame_io.hpp"
 #include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
@@ -202,6 +203,7 @@ TEST(FleetPipeline, BadInputFailsWithItsReasonAndIsRequeuedOnceRepaired)
     EXPECT_EQ(fleet.frame_field(13, "r2", "state"), "done");
     EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:00000013", "state"}).str,
               "done_with_errors");
+    EXPECT_EQ(fleet.ctl({"wait", "--exposure", "13", "--timeout", "10"}), kExitWithErrors);
     EXPECT_FALSE(std::filesystem::exists(fleet.output_path(13, "b2")));
     // Once the file is repaired, the operator queues the failed frame again.
     std::filesystem::remove(paths[0]);
@@ -226,7 +228,7 @@ TEST(FleetPipeline, WavelengthOutsideThePsfFailsWithExtractsMessage)
                  {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r3"), "-o",
                   fleet.dir() + "/reference.fits", "-w", "1000,2000,0.8", "-n", "25"},
                  {}, fleet.dir() + "/logs/extract.log");
-    ASSERT_EQ(tool.wait(60), 2);
+    ASSERT_EQ(tool.wait(60), kExitUsage);
     const std::string log = tool.log();
     const auto at = log.find("-w range 1000..2000 A is outside the range ");
     ASSERT_NE(at, std::string::npos) << log;
@@ -258,13 +260,13 @@ TEST(FleetPipeline, ServicesRefuseARedisThatCanLoseWork)
     fleet.redis({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
     for (const char* role : {"reader", "worker", "writer"}) {
         Process& p = fleet.start(role, std::string(role) + "-unsafe");
-        EXPECT_EQ(p.wait(20), 2) << role;
+        EXPECT_EQ(p.wait(20), kExitUsage) << role;
         EXPECT_NE(p.log().find("maxmemory-policy"), std::string::npos) << p.log();
     }
     fleet.redis({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
     fleet.redis({"CONFIG", "SET", "appendonly", "no"});
     Process& p = fleet.start("reader", "reader-noaof");
-    EXPECT_EQ(p.wait(20), 2);
+    EXPECT_EQ(p.wait(20), kExitUsage);
     EXPECT_NE(p.log().find("appendonly"), std::string::npos) << p.log();
     Process& allowed = fleet.start("reader", "reader-allowed", {{"redis.allow_unsafe", "true"}});
     EXPECT_TRUE(eventually(10, [&] {
@@ -305,7 +307,7 @@ TEST(FleetPipeline, WriterAnnotatesTheFibermapWithTheSitesTableAsExtractDoes)
                             "\"description\": \"Words of this site\"}]";
     // A table that cannot be read stops the writer at start, naming it.
     Process& refused = fleet.start("writer", "writer-bad", {{"writer.fibermap_columns", bad}});
-    EXPECT_EQ(refused.wait(20), 2);
+    EXPECT_EQ(refused.wait(20), kExitUsage);
     EXPECT_NE(refused.log().find("columns-bad.json: fibermap column table: not valid JSON"),
               std::string::npos)
         << refused.log();

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/service/redis_client.hpp"
 #include "fleet_harness.hpp"
 
@@ -163,7 +164,7 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
                 {"/bin/bash", repo_root() + "/tools/ex2d-redis-acl", "--passwords",
                  files.dir + "/bad", "--output", files.dir + "/bad.acl"},
                 {}, files.dir + "/acl-bad.log");
-    EXPECT_EQ(bad.wait(30), 2);
+    EXPECT_EQ(bad.wait(30), kExitUsage);
     EXPECT_NE(bad.log().find("bad/reader: the password is shorter than 16 characters"),
               std::string::npos)
         << bad.log();
@@ -242,13 +243,13 @@ TEST(FleetSecurity, AclUserPerRoleRunsAnExposureAndIsConfined)
                                  {{"redis.user", "ex2d-" + role},
                                   {"redis.password_file", files.dir + "/wrong"},
                                   {"service.log_level", "debug"}});
-        EXPECT_EQ(p.wait(20), 2) << role << ": " << p.log();
+        EXPECT_EQ(p.wait(20), kExitUsage) << role << ": " << p.log();
         EXPECT_NE(p.log().find("authentication failed for user 'ex2d-" + role + "'"),
                   std::string::npos)
             << p.log();
     }
     fleet.ctl_env["EX2D_REDIS_PASSWORD_FILE"] = files.dir + "/wrong";
-    EXPECT_EQ(fleet.ctl({"status"}, &out), 2) << out;
+    EXPECT_EQ(fleet.ctl({"status"}, &out), kExitUsage) << out;
     EXPECT_NE(out.find("authentication failed for user 'ex2d-ctl'"), std::string::npos) << out;
     EXPECT_EQ(lines_with(fleet.dir() + "/logs", wrong), std::vector<std::string>{});
     for (const auto& role : {"reader", "worker", "writer", "ctl", "admin"}) {
@@ -289,7 +290,7 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
     EXPECT_EQ(fleet.ctl({"keygen", "--secret-file", keys + "/worker.key", "--public-file",
                          keys + "/x.pub"},
                         &refused_again),
-              2)
+              kExitUsage)
         << refused_again;
     fs::copy_file(keys + "/worker.pub", keys + "/workers/worker-1");
     std::ofstream(keys + "/servers") << public_keys["reader"] << " reader-1\n"
@@ -362,11 +363,11 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
                                 {{"zmq.bind", "tcp://0.0.0.0:*"},
                                  {"redis.user", "ex2d-reader"},
                                  {"redis.password_file", files.passwords + "/reader"}});
-    EXPECT_EQ(open.wait(20), 2) << open.log();
+    EXPECT_EQ(open.wait(20), kExitUsage) << open.log();
     EXPECT_NE(open.log().find("zmq.allow_plaintext"), std::string::npos) << open.log();
     // A CURVE server without an allow-list is refused too.
     Process& unlisted = fleet.start("writer", "writer-unlisted", curve("writer", "writer", ""));
-    EXPECT_EQ(unlisted.wait(20), 2) << unlisted.log();
+    EXPECT_EQ(unlisted.wait(20), kExitUsage) << unlisted.log();
     EXPECT_NE(unlisted.log().find("zmq.curve_allowed_keys is empty"), std::string::npos)
         << unlisted.log();
 
@@ -391,7 +392,7 @@ TEST(FleetSecurity, CurveOverTcpAdmitsOnlyAllowListedKeysAndKeepsSecretsOutOfLog
         // A wrong direct password at debug level: refused, and not echoed.
         Process& failing = fleet.start(
             role, role + "-badpass", {{"redis.user", "ex2d-" + role}, {"redis.password", direct}});
-        EXPECT_EQ(failing.wait(20), 2) << failing.log();
+        EXPECT_EQ(failing.wait(20), kExitUsage) << failing.log();
     }
     // No secret in any log: passwords, the direct password, the secret keys.
     std::vector<std::string> secrets = {direct};

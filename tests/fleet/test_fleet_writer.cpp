@@ -12,6 +12,7 @@
 
 #include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
+#include "test_hooks.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
@@ -74,6 +75,7 @@ long long time_of(const std::vector<Event>& list, const std::string& job)
 // writer's /healthz answers at once. All three frames are written once, with their identity.
 TEST(FleetWriter, KeepsReceivingWhileItWrites)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("writer-overlap");
     const std::vector<std::string> cams = {"b0", "r0", "z0"};
     const int expid = 70;
@@ -144,6 +146,7 @@ TEST(FleetWriter, KeepsReceivingWhileItWrites)
 // other writer running); a second writer started afterwards writes the frame once.
 TEST(FleetWriter, DrainedMidWriteHandsItsJobBackToAnotherWriter)
 {
+    EX2D_REQUIRE_TEST_HOOKS();
     Fleet fleet("writer-drain");
     const int expid = 71;
     const std::vector<std::string> inputs = fleet.make_exposure(expid, {"r0"});

@@ -10,6 +10,7 @@
 #include <fitsio.h>
 #include <gtest/gtest.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/badcolumns.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
@@ -157,7 +158,7 @@ TEST_F(BadColumnExtract, MalformedOrMissingTableFailsBeforeExtracting)
     std::ofstream(bad) << "CAMERA,COLUMN,ELEC_PER_SEC\nr0,120,many\n";
     const std::string out = dir_->file("frame-bad.fits");
     const test::RunResult r = extract(out, "--badcolumns " + bad);
-    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_EQ(r.exit_code, kExitInput) << r.output;
     const std::string line = test::last_line(r.output);
     EXPECT_NE(line.find(bad), std::string::npos) << line;
     EXPECT_NE(line.find("ELEC_PER_SEC 'many' is not a finite number"), std::string::npos) << line;
@@ -166,7 +167,7 @@ TEST_F(BadColumnExtract, MalformedOrMissingTableFailsBeforeExtracting)
 
     const std::string absent = dir_->file("badcolumns-absent.csv");
     const test::RunResult missing = extract(out, "--badcolumns " + absent);
-    EXPECT_EQ(missing.exit_code, 3) << missing.output;
+    EXPECT_EQ(missing.exit_code, kExitInput) << missing.output;
     EXPECT_NE(test::last_line(missing.output).find(absent), std::string::npos);
     EXPECT_FALSE(fs::exists(out));
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/extraction_backend.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
@@ -50,6 +51,13 @@ protected:
         preproc_ = new PreprocImage(simulated.value().preproc);
         preproc_path_ = dir_->file("preproc-r0.fits");
         ASSERT_TRUE(write_preproc(preproc_path_, *preproc_).is_ok());
+        truth_path_ = dir_->file("truth-r0.fits");
+        ASSERT_TRUE(write_truth(truth_path_, simulated.value().truth).is_ok());
+        sim.seed = 2;
+        auto other = simulate_frame(make_synthetic_psf(Arm::r, 0), sim);
+        ASSERT_TRUE(other.is_ok());
+        other_truth_path_ = dir_->file("truth-r0-seed2.fits");
+        ASSERT_TRUE(write_truth(other_truth_path_, other.value().truth).is_ok());
     }
     static void TearDownTestSuite()
     {
@@ -79,11 +87,11 @@ protected:
     }
 
     static test::TempDir* dir_;
-    static std::string psf_path_, preproc_path_;
+    static std::string psf_path_, preproc_path_, truth_path_, other_truth_path_;
     static PreprocImage* preproc_;
 };
 test::TempDir* Cli::dir_ = nullptr;
-std::string Cli::psf_path_, Cli::preproc_path_;
+std::string Cli::psf_path_, Cli::preproc_path_, Cli::truth_path_, Cli::other_truth_path_;
 PreprocImage* Cli::preproc_ = nullptr;
 
 TEST_F(Cli, HelpListsSubcommands)
@@ -109,7 +117,7 @@ TEST_F(Cli, UnknownLogLevelIsAUsageErrorNamingTheChoices)
     const std::string out = dir_->file("log-level.fits");
     const RunResult r =
         run_tool("--log-level bogus " + extract_args(preproc_path_, psf_path_, out));
-    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
     EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("warning"), std::string::npos) << r.output;
     EXPECT_FALSE(std::filesystem::exists(out));
@@ -135,7 +143,7 @@ TEST_F(Cli, CudaBackendWithoutADeviceFailsCleanly)
     if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
     const std::string out = dir_->file("frame-cuda.fits");
     const RunResult r = run_tool(extract_args(preproc_path_, psf_path_, out) + " --backend cuda");
-    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.exit_code, kExitRuntime) << r.output;
     const std::string line = last_line(r.output);
     EXPECT_TRUE(line.find("not compiled") != std::string::npos ||
                 line.find("device unavailable") != std::string::npos)
@@ -198,7 +206,7 @@ TEST_F(Cli, BadOptionsAreRejectedBeforeWork)
                          "bundlesize", "invalid argument");
     const RunResult r = run_tool("extract -i " + preproc_path_ + " -p " + psf_path_ + " -o " + out +
                                  " -w 6000,5000,0.8");
-    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.exit_code, kExitUsage);
     EXPECT_FALSE(fs::exists(out));
 }
 
@@ -250,9 +258,26 @@ TEST_F(Cli, UnwritableOutputLeavesNothing)
     std::ofstream(blocker) << "x";
     const std::string out = blocker + "/frame.fits";
     const RunResult r = run_tool(extract_args(preproc_path_, psf_path_, out));
-    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(r.exit_code, kExitOutput) << r.output;
     EXPECT_NE(last_line(r.output).find("not-a-folder"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out));
+}
+
+// accuracy --check: a frame against its own truth passes; against another simulation's truth
+// it misses the goals and ends with errors, the code ex2dctl wait gives an exposure with
+// failed frames (one table, docs/usage.md).
+TEST_F(Cli, AccuracyCheckEndsWithErrorsWhenAGoalIsMissed)
+{
+    const std::string out = dir_->file("frame-accuracy.fits");
+    ASSERT_EQ(run_tool(extract_args(preproc_path_, psf_path_, out)).exit_code, kExitOk);
+    const RunResult own = run_tool("accuracy --check --frame " + out + " --truth " + truth_path_);
+    EXPECT_EQ(own.exit_code, kExitOk) << own.output;
+    const RunResult other =
+        run_tool("accuracy --check --frame " + out + " --truth " + other_truth_path_);
+    EXPECT_EQ(other.exit_code, kExitWithErrors) << other.output;
+    EXPECT_NE(other.output.find("verdict              FAIL"), std::string::npos) << other.output;
+    EXPECT_NE(other.output.find("error ex2d: pull statistics outside the goals"), std::string::npos)
+        << other.output;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <fitsio.h>
 #include <gtest/gtest.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
@@ -153,9 +154,10 @@ TEST_F(Dropin, DesiProcCommandLineForBWithNoGpu)
 TEST_F(Dropin, RefusedOptionsSayWhy)
 {
     const std::string out = dir_->file("frame-refused.fits");
-    expect_failure(run(small(out) + " --use-specter"), 2, out, "--use-specter", "gpu_specter");
-    expect_failure(run(small(out) + " --decorrelate-fibers"), 2, out, "--decorrelate-fibers",
-                   "desispec rejects it");
+    expect_failure(run(small(out) + " --use-specter"), kExitUsage, out, "--use-specter",
+                   "gpu_specter");
+    expect_failure(run(small(out) + " --decorrelate-fibers"), kExitUsage, out,
+                   "--decorrelate-fibers", "desispec rejects it");
 }
 
 TEST_F(Dropin, NoScoresLeavesOutTheScoresHdu)
@@ -193,13 +195,15 @@ TEST_F(Dropin, AutoBackendSaysWhichAndWhy)
 TEST_F(Dropin, OptionValuesAreUsageErrors)
 {
     const std::string out = dir_->file("frame-values.fits");
-    expect_failure(run(small(out) + " --psferr -0.5"), 2, out, "--psferr", "-0.5");
+    expect_failure(run(small(out) + " --psferr -0.5"), kExitUsage, out, "--psferr", "-0.5");
     expect_failure(run("extract -i " + pre_r_ + " -p " + psf_r_ + " -o " + out + " --threads -1"),
-                   2, out, "--threads", "-1");
+                   kExitUsage, out, "--threads", "-1");
     expect_failure(run("extract -i " + pre_r_ + " -p " + psf_r_ + " -o " + out + " -w 5760,6000"),
-                   2, out, "-w/--wavelength", "5760,6000");
-    expect_failure(run(small(out) + " --no-gpu --backend cuda"), 2, out, "--no-gpu", "cuda");
-    expect_failure(run(small(out) + " --no-such-option"), 2, out, "--no-such-option", "--help");
+                   kExitUsage, out, "-w/--wavelength", "5760,6000");
+    expect_failure(run(small(out) + " --no-gpu --backend cuda"), kExitUsage, out, "--no-gpu",
+                   "cuda");
+    expect_failure(run(small(out) + " --no-such-option"), kExitUsage, out, "--no-such-option",
+                   "--help");
     EXPECT_EQ(run("extract --help").exit_code, 0);
 }
 
@@ -208,7 +212,8 @@ TEST_F(Dropin, WavelengthOutsideThePsf)
     const std::string out = dir_->file("frame-wave.fits");
     expect_failure(run("extract -i " + pre_r_ + " -p " + psf_r_ + " -o " + out +
                        " -w 5000.0,6000.0,0.8 -n 25"),
-                   2, out, "psf-r0.fits", "5000..6000 A is outside the range 5543..7827 A");
+                   kExitUsage, out, "psf-r0.fits",
+                   "5000..6000 A is outside the range 5543..7827 A");
 }
 
 // As desispec does, a missing output folder is created; one that cannot be (a file is in the
@@ -225,7 +230,7 @@ TEST_F(Dropin, OutputFolderThatCannotBeCreated)
     const std::string blocker = dir_->file("a-file");
     std::ofstream(blocker) << "x";
     const std::string out = blocker + "/sub/frame.fits";
-    expect_failure(run(small(out)), 4, out, "a-file/sub", "cannot be created");
+    expect_failure(run(small(out)), kExitOutput, out, "a-file/sub", "cannot be created");
 }
 
 TEST_F(Dropin, InvalidFlavor)
@@ -236,7 +241,8 @@ TEST_F(Dropin, InvalidFlavor)
     const std::string input = dir_->file("preproc-badflavor.fits");
     ASSERT_TRUE(write_preproc(input, img.value()).is_ok());
     const std::string out = dir_->file("frame-badflavor.fits");
-    expect_failure(run(small(out, input)), 3, out, "preproc-badflavor.fits", "FLAVOR 'bogus'");
+    expect_failure(run(small(out, input)), kExitInput, out, "preproc-badflavor.fits",
+                   "FLAVOR 'bogus'");
 }
 
 TEST_F(Dropin, CameraDiffersFromThePsfIsAnError)
@@ -247,7 +253,7 @@ TEST_F(Dropin, CameraDiffersFromThePsfIsAnError)
     const std::string input = dir_->file("preproc-r7.fits");
     ASSERT_TRUE(write_preproc(input, img.value()).is_ok());
     const std::string out = dir_->file("frame-r7.fits");
-    expect_failure(run(small(out, input)), 3, out, "preproc-r7.fits",
+    expect_failure(run(small(out, input)), kExitInput, out, "preproc-r7.fits",
                    "is camera r7 but PSF " + psf_r_ + " is for camera r0");
 }
 
@@ -265,9 +271,9 @@ TEST_F(Dropin, FibermapShorterThanTheSpectra)
     fits_close_file(f, &status);
     ASSERT_EQ(status, 0);
     const std::string out = dir_->file("frame-shortfm.fits");
-    expect_failure(run(small(out) + " -f " + fibermap), 3, out, "fibermap-short.fits",
+    expect_failure(run(small(out) + " -f " + fibermap), kExitInput, out, "fibermap-short.fits",
                    "FIBERMAP has 10 rows, specmin + nspec needs 25");
-    expect_failure(run(small(out) + " -f " + psf_r_), 3, out, "psf-r0.fits",
+    expect_failure(run(small(out) + " -f " + psf_r_), kExitInput, out, "psf-r0.fits",
                    "no HDU named FIBERMAP");
 }
 
@@ -276,8 +282,8 @@ TEST_F(Dropin, FibermapColumnsTableGivesTheDescriptionsOrIsRefused)
     const std::string bad = dir_->file("columns-bad.json");
     std::ofstream(bad) << "[{\"name\": \"TARGET_RA\", \"unit\": 1}]";
     const std::string out = dir_->file("frame-columns.fits");
-    expect_failure(run(small(out) + " --fibermap-columns " + bad), 3, out, "columns-bad.json",
-                   "entry 0: unit is not a string");
+    expect_failure(run(small(out) + " --fibermap-columns " + bad), kExitInput, out,
+                   "columns-bad.json", "entry 0: unit is not a string");
 
     const std::string good = dir_->file("columns.json");
     std::ofstream(good) << "[{\"name\": \"TARGET_RA\", \"unit\": \"deg\", "
@@ -347,7 +353,7 @@ TEST_F(Dropin, FullDiskLeavesNothing)
     const bool model_failed = r.output.find("model.fits") != std::string::npos;
     const bool empty = fs::is_empty(mnt.path());
     umount(mnt.path().c_str());
-    EXPECT_EQ(r.exit_code, 4) << r.output;
+    EXPECT_EQ(r.exit_code, kExitOutput) << r.output;
     EXPECT_TRUE(model_failed) << last_line(r.output);
     EXPECT_TRUE(empty) << "files left on the full disk";
 }
@@ -363,7 +369,7 @@ TEST_F(Dropin, FullDiskFrameOnlyLeavesNothing)
                             " -w 5760.0,7620.0,0.8 -n 25 --threads 2");
     const bool empty = fs::is_empty(mnt.path());
     umount(mnt.path().c_str());
-    EXPECT_EQ(r.exit_code, 4) << r.output;
+    EXPECT_EQ(r.exit_code, kExitOutput) << r.output;
     EXPECT_NE(last_line(r.output).find("frame.fits"), std::string::npos) << r.output;
     EXPECT_TRUE(empty) << "files left on the full disk";
 }

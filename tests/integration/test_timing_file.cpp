@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/simulate.hpp"
@@ -139,7 +140,7 @@ TEST(TimingFile, ExtractRecordsReadExtractAndWrite)
     const test::RunResult refused = test::run_command(
         "extract -i " + preproc + " -p " + psf_path + " -o " + dir.file("frame-b.fits") +
         " -w 6000.0,6200.0,0.8 -s 0 -n 25 --timingfile " + dir.file("not-a-folder/t.json"));
-    EXPECT_EQ(refused.exit_code, 4) << refused.output;
+    EXPECT_EQ(refused.exit_code, kExitOutput) << refused.output;
     EXPECT_FALSE(std::filesystem::exists(dir.file("frame-b.fits")));
 }
 

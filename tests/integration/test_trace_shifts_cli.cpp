@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/night_sky_lines.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
@@ -266,31 +267,31 @@ TEST_F(TraceShiftsCli, RefusalsNameTheProblem)
     const std::string missing = dir_->file("no-such-preproc.fits");
     expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
                                      out + " --sky"),
-                   3, "no-such-preproc.fits");
+                   kExitInput, "no-such-preproc.fits");
     expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
                                      out + " --lines lines.txt"),
-                   2, "--lines");
+                   kExitUsage, "--lines");
     expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
                                      out + " --sky --width 6"),
-                   2, "--width");
+                   kExitUsage, "--width");
     const std::string dark = simulate(false, "preproc-dark.fits", 0);
     expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
                                      " --arc-lamps"),
-                   2, "--arc-lamps needs --spectrum");
+                   kExitUsage, "--arc-lamps needs --spectrum");
     expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
                                      " --degyx 2"),
-                   2, "give --sky or --spectrum");
+                   kExitUsage, "give --sky or --spectrum");
     expect_refused(test::run_command("trace-shifts -i " + missing + " --psf " + psf_ + " -o " +
                                      out + " --continuum --arc-lamps --spectrum sky.dat"),
-                   2, "--continuum and --arc-lamps exclude each other");
+                   kExitUsage, "--continuum and --arc-lamps exclude each other");
     expect_refused(test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " + out +
                                      " --degxx 2 --continuum"),
-                   1,
+                   kExitRuntime,
                    "preproc-dark.fits: large-shift scan: trace light (peak S/N >= 10) in 0 of "
                    "the 7 bands");
     const RunResult r = test::run_command("trace-shifts -i " + dark + " --psf " + psf_ + " -o " +
                                           out + " --degxx 2 --degyx 2 --sky");
-    expect_refused(r, 1, "preproc-dark.fits: no lit fibre");
+    expect_refused(r, kExitRuntime, "preproc-dark.fits: no lit fibre");
     EXPECT_FALSE(fs::exists(out));
 }
 

@@ -318,6 +318,12 @@ class Summary(Base):
         self.assertEqual(data["flag"], "FAIL")
         self.assertIn("no such file", data["frames"][0]["reasons"][0])
 
+    def test_a_report_that_cannot_be_written_exits_with_the_output_code(self):
+        html = os.path.join(self.tmp.name, "no-such-folder", "report.html")
+        done = qa([self.missing, "-o", html])
+        self.assertEqual(done.returncode, 4, done.stdout)  # docs/usage.md, "Exit codes"
+        self.assertIn("ex2dctl qa: cannot write " + html, done.stdout)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

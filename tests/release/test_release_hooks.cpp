@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The fault-test hooks as a release build compiles them (without EX2D_TEST_HOOKS, as the
-// container images are built): with every variable set, nothing sleeps and no job is poisoned.
+// The test hooks as a build without them compiles them (the default, the container images;
+// the ctest default_build_has_no_test_hooks checks that such a build compiles nothing else of
+// them): with every EX2D_TEST_* variable set, nothing sleeps, no job is poisoned, and the
+// backends' patch seam names no patch.
 #include <chrono>
 #include <cstdlib>
 
 #include <gtest/gtest.h>
 
+#include "ex2d/extraction_types.hpp"
 #include "ex2d/service/fault_injection.hpp"
+#include "indefinite_patch.hpp"
 
 #ifdef EX2D_TEST_HOOKS
-#error "this test must be compiled as a release build is, without EX2D_TEST_HOOKS"
+#error "this test must be compiled as a build without test hooks is, without EX2D_TEST_HOOKS"
 #endif
+
+static_assert(!ex2d::test_hooks::is_forced_indefinite(ex2d::PatchGeometry{}),
+              "without test hooks the backends' seam is constant false, compiled away");
 
 TEST(ReleaseHooks, DelayAndPoisonVariablesAreIgnored)
 {

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/service/http_server.hpp"
 #include "ex2d/service/metrics.hpp"
 #include "ex2d/service/service.hpp"
@@ -386,9 +387,9 @@ TEST(HttpLifecycleTest, ExitCodes)
         static ProbeService::Record unused;
         return std::make_unique<ProbeService>(ctx, unused);
     };
-    EXPECT_EQ(run({"--redis.port=abc"}, factory), 2);
-    EXPECT_EQ(run({"--help"}, factory), 0);
-    EXPECT_EQ(run({"--print-config"}, factory), 0);
+    EXPECT_EQ(run({"--redis.port=abc"}, factory), ex2d::kExitUsage);
+    EXPECT_EQ(run({"--help"}, factory), ex2d::kExitOk);
+    EXPECT_EQ(run({"--print-config"}, factory), ex2d::kExitOk);
     EXPECT_EQ(created, 0);
 
     struct Failing : ex2d::service::Service {
@@ -402,8 +403,10 @@ TEST(HttpLifecycleTest, ExitCodes)
         void drain(std::chrono::steady_clock::time_point) override {}
         bool throws_;
     };
-    EXPECT_EQ(run({}, [](ServiceContext&) { return std::make_unique<Failing>(false); }), 2);
-    EXPECT_EQ(run({}, [](ServiceContext&) { return std::make_unique<Failing>(true); }), 1);
+    EXPECT_EQ(run({}, [](ServiceContext&) { return std::make_unique<Failing>(false); }),
+              ex2d::kExitUsage);
+    EXPECT_EQ(run({}, [](ServiceContext&) { return std::make_unique<Failing>(true); }),
+              ex2d::kExitRuntime);
 }
 
 /// SIGTERM ends the main loop and the process exits 0 after the drain (in a child process,

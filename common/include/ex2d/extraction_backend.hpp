@@ -48,11 +48,6 @@ struct PatchBatch {
     double regularize = 0.0;
     double psferr = 0.01;
     bool want_model = false;  ///< a model_image call will follow (device backends reserve for it)
-    /// For tests only: the index in `patches` of one patch whose iCov is made indefinite
-    /// after regularization (its first diagonal element set to -1), in the first solve and
-    /// in the retry. Valid inputs always give a positive definite iCov, so this is how tests
-    /// reach the factorization-failure path of every backend. -1: none.
-    long indefinite_patch_for_tests = -1;
 };
 
 /// What a backend needs to draw the model image A . xflux of a stitched frame.

@@ -57,7 +57,35 @@ private:
     std::string message_;
 };
 
-/// Either a value or the Status that explains why there is none.
+/// Base of the exceptions thrown for programming errors and unrecoverable faults.
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// Thrown when code asks for a backend that this build does not contain.
+class NotCompiled : public Error {
+public:
+    using Error::Error;
+};
+
+/// Thrown when the CUDA backend is built but finds no usable device (no driver, no GPU, or
+/// the requested index is out of range).
+class DeviceUnavailable : public Error {
+public:
+    using Error::Error;
+};
+
+/// Thrown by Result<T>::value() on a Result that holds an error, and by a Result made from
+/// an OK status: a programming error, the caller having not checked is_ok() first.
+class BadResultAccess : public Error {
+public:
+    using Error::Error;
+};
+
+/// Either a value or the Status that explains why there is none. value() is for a Result
+/// known to hold one (is_ok(), or EX2D_ASSIGN_OR_RETURN); on an error it throws
+/// BadResultAccess.
 template <typename T>
 class [[nodiscard]] Result {
 public:
@@ -65,7 +93,7 @@ public:
     Result(Status status) : state_(std::move(status))
     {
         if (std::get<Status>(state_).is_ok()) {
-            throw std::logic_error("ex2d::Result constructed from an OK status without a value");
+            throw BadResultAccess("ex2d::Result constructed from an OK status without a value");
         }
     }
 
@@ -95,30 +123,11 @@ private:
     void check() const
     {
         if (!is_ok()) {
-            throw std::logic_error("ex2d::Result::value() on an error: " +
-                                   std::get<Status>(state_).to_string());
+            throw BadResultAccess("ex2d::Result::value() on an error: " +
+                                  std::get<Status>(state_).to_string());
         }
     }
     std::variant<T, Status> state_;
-};
-
-/// Base of the exceptions thrown for programming errors and unrecoverable faults.
-class Error : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
-
-/// Thrown when code asks for a backend that this build does not contain.
-class NotCompiled : public Error {
-public:
-    using Error::Error;
-};
-
-/// Thrown when the CUDA backend is built but finds no usable device (no driver, no GPU, or
-/// the requested index is out of range).
-class DeviceUnavailable : public Error {
-public:
-    using Error::Error;
 };
 
 }  // namespace ex2d

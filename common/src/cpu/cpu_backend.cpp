@@ -136,10 +136,8 @@ public:
             auto worker = [&](int t) {
                 for (size_t k = next++; k < window.patches.size(); k = next++) {
                     const size_t i = window.patches[k];
-                    const bool indefinite = long(i) == batch.indefinite_patch_for_tests;
                     cpu::solve_patch(batch.patches[i], bundle_spots, batch.image, batch.regularize,
-                                     batch.psferr, indefinite, workspaces_[t], results[i],
-                                     thread_times[t]);
+                                     batch.psferr, workspaces_[t], results[i], thread_times[t]);
                     const long n = ++done;
                     if (progress) {
                         std::lock_guard<std::mutex> lock(progress_mutex);

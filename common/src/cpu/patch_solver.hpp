@@ -47,9 +47,8 @@ struct BundleSpots {
 };
 
 /// Extracts one patch; never throws on numerical trouble (status in the result).
-/// `make_indefinite`: PatchBatch::indefinite_patch_for_tests names this patch.
 void solve_patch(const PatchGeometry& patch, const BundleSpots& spots, const ImageView& image,
-                 double regularize, double psferr, bool make_indefinite, PatchWorkspace& ws,
-                 PatchResult& result, StageTimes& times);
+                 double regularize, double psferr, PatchWorkspace& ws, PatchResult& result,
+                 StageTimes& times);
 
 }  // namespace ex2d::cpu

@@ -89,8 +89,7 @@ __global__ void icov_kernel(DeviceLayout layout, DeviceImage image, SpotBox box,
 // One block per patch. minweight = 1e-4 max(fluxweight); bins below it get the prior
 // alpha = minweight - fluxweight, others alpha = regularize; iCov += diag(alpha^2 + 1e-15)
 // (gpu_specter's convention, algorithm.md section 3).
-__global__ void regularize_kernel(DeviceLayout layout, ChunkBuffers chunk, double regularize,
-                                  int indefinite_patch)
+__global__ void regularize_kernel(DeviceLayout layout, ChunkBuffers chunk, double regularize)
 {
     __shared__ double scratch[kThreads];
     const int n = layout.nunknown();
@@ -113,8 +112,6 @@ __global__ void regularize_kernel(DeviceLayout layout, ChunkBuffers chunk, doubl
         }
         chunk.x[(long long)p * n + u] = chunk.rhs[(long long)p * n + u];
     }
-    // Thread 0 wrote this element in the loop above.
-    if (p == indefinite_patch && threadIdx.x == 0) icov[0] = -1.0;
 }
 
 // E: column c * nwave + w of patch p is the unit vector of unknown w * nslot + core_slot + c.
@@ -162,10 +159,10 @@ void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const Spo
 }
 
 void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, double regularize,
-                       int indefinite_patch, cudaStream_t stream)
+                       cudaStream_t stream)
 {
     EX2D_LAUNCH(regularize_kernel, unsigned(chunk.npatch), kThreads, 0, stream)
-    (layout, chunk, regularize, indefinite_patch);
+    (layout, chunk, regularize);
     EX2D_CUDA_CHECK_LAUNCH();
 }
 

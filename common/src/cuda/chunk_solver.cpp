@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "indefinite_patch.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/status.hpp"
 
@@ -296,7 +297,7 @@ void ChunkSolver::decompose_blocks(long long nblock)
 
 std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& patches,
                                     const DeviceImage& image, double regularize, double psferr,
-                                    int indefinite_patch, StageTimes& times)
+                                    StageTimes& times)
 {
     const int npatch = int(patches.size());
     if (npatch == 0) return {};
@@ -311,7 +312,7 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
 
     StageEvents events;
     events.mark(0, stream);
-    build_system(b, image, regularize, indefinite_patch, solve_info);
+    build_system(patches, b, image, regularize, solve_info);
     events.mark(1, stream);
     factor_and_solve(b, solve_info, events);
     events.mark(2, stream);
@@ -325,8 +326,9 @@ std::vector<int> ChunkSolver::solve(const std::vector<const PatchGeometry*>& pat
     return std::vector<int>(host_info_.data(), host_info_.data() + npatch);
 }
 
-void ChunkSolver::build_system(const ChunkBuffers& b, const DeviceImage& image, double regularize,
-                               int indefinite_patch, int* solve_info)
+void ChunkSolver::build_system(const std::vector<const PatchGeometry*>& patches,
+                               const ChunkBuffers& b, const DeviceImage& image, double regularize,
+                               int* solve_info)
 {
     const int npatch = b.npatch, n = layout_.nunknown(), ncol = layout_.ncore * layout_.nwave;
     const long long nblock = (long long)npatch * layout_.ncore;
@@ -343,7 +345,14 @@ void ChunkSolver::build_system(const ChunkBuffers& b, const DeviceImage& image, 
     EX2D_CUDA_CHECK(cudaMemsetAsync(solve_info, 0, sizeof(int), stream));
     launch_gather(layout_, image, spots_, b, stream);
     launch_icov(layout_, image, spots_, b, stream);
-    launch_regularize(layout_, b, regularize, indefinite_patch, stream);
+    launch_regularize(layout_, b, regularize, stream);
+    // The tests' seam (indefinite_patch.hpp); compiled away in builds without test hooks.
+    static const double indefinite = -1.0;
+    for (std::size_t k = 0; k < patches.size(); ++k) {
+        if (!test_hooks::is_forced_indefinite(*patches[k])) continue;
+        EX2D_CUDA_CHECK(cudaMemcpyAsync(b.icov + k * n * n, &indefinite, sizeof indefinite,
+                                        cudaMemcpyHostToDevice, stream));
+    }
 }
 
 void ChunkSolver::factor_and_solve(const ChunkBuffers& b, int* solve_info, StageEvents& events)

@@ -48,11 +48,10 @@ public:
     void evaluate_spots(const DevicePsf& psf, const double* padded_waves, const PatchChunk& chunk,
                         StageTimes& times);
     /// Solves `patches` (all inside the box of the last evaluate_spots) with `regularize`;
-    /// returns the kFlag* bits per patch, outputs in host_outputs(). `indefinite_patch`:
-    /// index in `patches` of PatchBatch::indefinite_patch_for_tests, or -1.
+    /// returns the kFlag* bits per patch, outputs in host_outputs().
     std::vector<int> solve(const std::vector<const PatchGeometry*>& patches,
                            const DeviceImage& image, double regularize, double psferr,
-                           int indefinite_patch, StageTimes& times);
+                           StageTimes& times);
     HostOutputs host_outputs() const;
     /// Spots of the last evaluate_spots, and how many spots the buffers hold.
     const SpotBox& spots() const { return spots_; }
@@ -73,8 +72,8 @@ public:
 private:
     ChunkBuffers buffers(int npatch) const;
     // The steps of solve(), in order, all on the resources' stream.
-    void build_system(const ChunkBuffers& b, const DeviceImage& image, double regularize,
-                      int indefinite_patch, int* solve_info);
+    void build_system(const std::vector<const PatchGeometry*>& patches, const ChunkBuffers& b,
+                      const DeviceImage& image, double regularize, int* solve_info);
     void factor_and_solve(const ChunkBuffers& b, int* solve_info, StageEvents& events);
     void decorrelate(const ChunkBuffers& b, long long nblock, StageEvents& events);
     /// Kept outputs and flags to pinned memory (`segment_stride`: doubles between the output

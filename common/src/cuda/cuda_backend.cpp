@@ -230,11 +230,8 @@ private:
     {
         std::vector<const PatchGeometry*> patches;
         for (std::size_t i = chunk.first; i < chunk.last; ++i) patches.push_back(&batch.patches[i]);
-        const long forced = batch.indefinite_patch_for_tests;
-        const bool forced_here = forced >= long(chunk.first) && forced < long(chunk.last);
-        const int indefinite = forced_here ? int(forced - long(chunk.first)) : -1;
-        const std::vector<int> flags = solver_.solve(patches, frame_.image(), batch.regularize,
-                                                     batch.psferr, indefinite, times);
+        const std::vector<int> flags =
+            solver_.solve(patches, frame_.image(), batch.regularize, batch.psferr, times);
         const cuda::HostOutputs out = solver_.host_outputs();
         std::vector<const PatchGeometry*> retry;
         std::vector<std::size_t> retry_index;
@@ -248,13 +245,8 @@ private:
             retry_index.push_back(chunk.first + k);
         }
         if (retry.empty()) return;
-        int retry_indefinite = -1;
-        for (std::size_t k = 0; k < retry_index.size(); ++k) {
-            if (long(retry_index[k]) == forced) retry_indefinite = int(k);
-        }
-        const std::vector<int> retry_flags =
-            solver_.solve(retry, frame_.image(), SolverConstants::retry_regularize, batch.psferr,
-                          retry_indefinite, times);
+        const std::vector<int> retry_flags = solver_.solve(
+            retry, frame_.image(), SolverConstants::retry_regularize, batch.psferr, times);
         const cuda::HostOutputs retry_out = solver_.host_outputs();
         for (std::size_t k = 0; k < retry.size(); ++k) {
             PatchResult& r = results[retry_index[k]];

@@ -113,10 +113,9 @@ void launch_gather(const DeviceLayout& layout, const DeviceImage& image, const S
 void launch_icov(const DeviceLayout& layout, const DeviceImage& image, const SpotBox& box,
                  const ChunkBuffers& chunk, cudaStream_t stream);
 /// Adds alpha^2 + 1e-15 to the diagonal (alpha from minweight or `regularize`), puts 1 on
-/// the diagonal of dummy slots, and copies y into x for the solve. Patch
-/// `indefinite_patch` (tests only; -1 none) gets -1 as its first diagonal element.
+/// the diagonal of dummy slots, and copies y into x for the solve.
 void launch_regularize(const DeviceLayout& layout, const ChunkBuffers& chunk, double regularize,
-                       int indefinite_patch, cudaStream_t stream);
+                       cudaStream_t stream);
 /// Unit columns E for the kept fibres into z (z must be zeroed first).
 void launch_unit_columns(const DeviceLayout& layout, const ChunkBuffers& chunk,
                          cudaStream_t stream);

@@ -99,9 +99,10 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    const char transa_c = op_char(transa), transb_c = op_char(transb);
     for (int i = 0; i < batchCount; ++i) {
-        ex2d::lapack::dgemm(op_char(transa), op_char(transb), m, n, k, *alpha, A + i * strideA, lda,
-                            B + i * strideB, ldb, *beta, C + i * strideC, ldc);
+        dgemm_(&transa_c, &transb_c, &m, &n, &k, alpha, A + i * strideA, &lda, B + i * strideB,
+               &ldb, beta, C + i * strideC, &ldc, 1, 1);
     }
     return CUBLAS_STATUS_SUCCESS;
 }

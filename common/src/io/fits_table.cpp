@@ -73,9 +73,7 @@ Result<FitsHeader> read_table_header(const FitsTableBlob& table)
     const std::string what = "in-memory table";
     fits::BlobReader reader;
     EX2D_RETURN_NOT_OK(reader.open(table, what));
-    FitsHeader header;
-    EX2D_RETURN_NOT_OK(fits::read_header(reader.get(), what, header));
-    return header;
+    return fits::read_header(reader.get(), what);
 }
 
 }  // namespace ex2d

@@ -129,7 +129,7 @@ Status io_error(const std::string& path, const std::string& what, int status)
     return Status::io(error_text(path, what, status));
 }
 
-Status open_read(const std::string& path, FitsPtr& out)
+Result<FitsPtr> open_read(const std::string& path)
 {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return Status::io(path + ": no such file");
@@ -140,8 +140,7 @@ Status open_read(const std::string& path, FitsPtr& out)
         if (raw) FitsCloser{}(raw);
         return io_error(path, "cannot open as FITS", status);
     }
-    out.reset(raw);
-    return Status::ok();
+    return FitsPtr(raw);
 }
 
 Status close(const std::string& path, FitsPtr& file)
@@ -152,9 +151,9 @@ Status close(const std::string& path, FitsPtr& file)
     return Status::ok();
 }
 
-Status scan_hdus(fitsfile* f, const std::string& path, std::vector<std::string>& names)
+Result<std::vector<std::string>> scan_hdus(fitsfile* f, const std::string& path)
 {
-    names.clear();
+    std::vector<std::string> names;
     long long previous_end = 0;
     for (int hdu = 1;; ++hdu) {
         int status = 0;
@@ -198,7 +197,7 @@ Status scan_hdus(fitsfile* f, const std::string& path, std::vector<std::string>&
         names.push_back(trim_right(extname));
     }
     fits_clear_errmsg();
-    return Status::ok();
+    return names;
 }
 
 int find_hdu(const std::vector<std::string>& names, const std::string& name)
@@ -227,11 +226,11 @@ Status move_to_named(fitsfile* f, const std::string& path, const std::vector<std
     return move_to(f, path, hdu);
 }
 
-Status read_header(fitsfile* f, const std::string& path, FitsHeader& header)
+Result<FitsHeader> read_header(fitsfile* f, const std::string& path)
 {
     int status = 0;
     int nkeys = 0;
-    header.cards.clear();
+    FitsHeader header;
     if (fits_get_hdrspace(f, &nkeys, nullptr, &status)) {
         return io_error(path, "cannot read header", status);
     }
@@ -245,7 +244,7 @@ Status read_header(fitsfile* f, const std::string& path, FitsHeader& header)
         c.resize(80, ' ');
         header.cards.push_back(std::move(c));
     }
-    return Status::ok();
+    return header;
 }
 
 bool is_structural_keyword(const std::string& key)
@@ -271,8 +270,7 @@ Status write_header(fitsfile* f, const std::string& path, const FitsHeader& head
     return Status::ok();
 }
 
-Status image_shape(fitsfile* f, const std::string& path, const std::string& hdu,
-                   std::vector<long>& naxes)
+Result<std::vector<long>> image_shape(fitsfile* f, const std::string& path, const std::string& hdu)
 {
     int status = 0;
     int type = 0;
@@ -283,11 +281,11 @@ Status image_shape(fitsfile* f, const std::string& path, const std::string& hdu,
     }
     fits_get_img_dim(f, &naxis, &status);
     if (status) return io_error(path, "cannot read the dimensions of HDU " + hdu, status);
-    naxes.assign(size_t(std::max(naxis, 0)), 0);
+    std::vector<long> naxes(size_t(std::max(naxis, 0)), 0);
     if (naxis > 0 && fits_get_img_size(f, naxis, naxes.data(), &status)) {
         return io_error(path, "cannot read the dimensions of HDU " + hdu, status);
     }
-    return Status::ok();
+    return naxes;
 }
 
 Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu, int datatype,

@@ -34,13 +34,13 @@ Status io_error(const std::string& path, const std::string& what, int status);
 
 /// Opens an existing file read-only without cfitsio's extended file-name syntax.
 /// Missing or unreadable files are io errors.
-Status open_read(const std::string& path, FitsPtr& out);
+Result<FitsPtr> open_read(const std::string& path);
 /// Closes and reports any error of the final flush.
 Status close(const std::string& path, FitsPtr& file);
 
 /// EXTNAMEs of all HDUs in file order ("" where absent). Detects truncated files (io error):
 /// an HDU whose header cannot be read or whose data runs past the end of the file.
-Status scan_hdus(fitsfile* f, const std::string& path, std::vector<std::string>& names);
+Result<std::vector<std::string>> scan_hdus(fitsfile* f, const std::string& path);
 /// 1-based HDU number of the first HDU called `name` in `names`, 0 if none.
 int find_hdu(const std::vector<std::string>& names, const std::string& name);
 /// Moves to HDU `hdu_num` (1-based) or to the HDU named `name`, with file-naming errors.
@@ -54,7 +54,7 @@ Status move_to_named(fitsfile* f, const std::string& path, const std::vector<std
 std::string card_keyword(const std::string& card);
 
 /// Every card of the current HDU header (80 characters each, no END).
-Status read_header(fitsfile* f, const std::string& path, FitsHeader& header);
+Result<FitsHeader> read_header(fitsfile* f, const std::string& path);
 /// True for keywords that describe the HDU's structure (SIMPLE, NAXISn, TFORMn, Z*,
 /// CHECKSUM, EXTNAME, ...): they must not be copied from one HDU to another.
 bool is_structural_keyword(const std::string& key);
@@ -62,8 +62,7 @@ bool is_structural_keyword(const std::string& key);
 Status write_header(fitsfile* f, const std::string& path, const FitsHeader& header);
 
 /// Dimensions of the current image HDU in FITS order (NAXIS1 first).
-Status image_shape(fitsfile* f, const std::string& path, const std::string& hdu,
-                   std::vector<long>& naxes);
+Result<std::vector<long>> image_shape(fitsfile* f, const std::string& path, const std::string& hdu);
 /// Reads all pixels of the current image HDU, converted by cfitsio to `datatype` (TDOUBLE,
 /// TUINT, TINT, TFLOAT, ...). NaNs are passed through unchanged.
 Status read_pixels(fitsfile* f, const std::string& path, const std::string& hdu, int datatype,

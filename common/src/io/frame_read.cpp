@@ -13,8 +13,7 @@ Status read_array(fitsfile* f, const std::string& path, const std::vector<std::s
                   std::vector<T>& out)
 {
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, name));
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, name, naxes));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<long> naxes, fits::image_shape(f, path, name));
     if (naxes != expected) {
         return Status::format(path + ": HDU " + name + " does not have the shape of FLUX");
     }
@@ -28,17 +27,15 @@ Status read_array(fitsfile* f, const std::string& path, const std::vector<std::s
 
 Result<FrameFile> read_frame(const std::string& path)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    EX2D_ASSIGN_OR_RETURN(fits::FitsPtr file, fits::open_read(path));
     fitsfile* f = file.get();
     FrameFile frame;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, frame.hdu_names));
+    EX2D_ASSIGN_OR_RETURN(frame.hdu_names, fits::scan_hdus(f, path));
     const std::vector<std::string>& names = frame.hdu_names;
 
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "FLUX"));
-    EX2D_RETURN_NOT_OK(fits::read_header(f, path, frame.header));
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, "FLUX", naxes));
+    EX2D_ASSIGN_OR_RETURN(frame.header, fits::read_header(f, path));
+    EX2D_ASSIGN_OR_RETURN(std::vector<long> naxes, fits::image_shape(f, path, "FLUX"));
     if (naxes.size() != 2) return Status::format(path + ": HDU FLUX is not a 2-D image");
     frame.nwave = int(naxes[0]);
     frame.nspec = int(naxes[1]);
@@ -50,7 +47,7 @@ Result<FrameFile> read_frame(const std::string& path)
     EX2D_RETURN_NOT_OK(read_array(f, path, names, "WAVELENGTH", {nwave}, TDOUBLE, frame.wave));
 
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "RESOLUTION"));
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, "RESOLUTION", naxes));
+    EX2D_ASSIGN_OR_RETURN(naxes, fits::image_shape(f, path, "RESOLUTION"));
     if (naxes.size() != 3 || naxes[0] != nwave || naxes[2] != nspec) {
         return Status::format(path + ": HDU RESOLUTION is not [nspec][ndiag][nwave]");
     }
@@ -81,11 +78,8 @@ namespace ex2d {
 
 Result<FitsHeader> read_frame_header(const std::string& path)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
-    FitsHeader header;
-    EX2D_RETURN_NOT_OK(fits::read_header(file.get(), path, header));
-    return header;
+    EX2D_ASSIGN_OR_RETURN(const fits::FitsPtr file, fits::open_read(path));
+    return fits::read_header(file.get(), path);
 }
 
 }  // namespace ex2d

@@ -152,8 +152,7 @@ Result<std::optional<PreprocFloat32>> read_preproc_float32(
     fitsfile* f = file.get();
     EX2D_RETURN_NOT_OK(check_not_truncated(f, path, mapped.size()));
     EX2D_ASSIGN_OR_RETURN(PreprocImage meta, detail::read_preproc_hdus(f, path, {}, false, false));
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, names));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(f, path));
     const long long npix = (long long)meta.ny * meta.nx;
 
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "IMAGE"));

@@ -53,8 +53,7 @@ Status check_plane_shape(fitsfile* f, const std::string& path,
                          int nx)
 {
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, name));
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, name, naxes));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<long> naxes, fits::image_shape(f, path, name));
     if (naxes.size() != 2 || naxes[0] != nx || naxes[1] != ny) {
         std::string got = naxes.size() == 2 ? shape_text(naxes[1], naxes[0])
                                             : std::to_string(naxes.size()) + "-D";
@@ -85,10 +84,8 @@ Status read_fibermap_hdu(fitsfile* f, const std::string& path,
 
 Result<FitsTableBlob> read_fibermap(const std::string& path)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(file.get(), path, names));
+    EX2D_ASSIGN_OR_RETURN(fits::FitsPtr file, fits::open_read(path));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(file.get(), path));
     FitsTableBlob blob;
     EX2D_RETURN_NOT_OK(read_fibermap_hdu(file.get(), path, names, blob));
     EX2D_RETURN_NOT_OK(fits::close(path, file));
@@ -138,8 +135,7 @@ namespace {
 Result<PreprocImage> read_preproc_parts(const std::string& path, ColumnRange columns,
                                         bool with_pixels, bool with_readnoise)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    EX2D_ASSIGN_OR_RETURN(fits::FitsPtr file, fits::open_read(path));
     EX2D_ASSIGN_OR_RETURN(PreprocImage img, detail::read_preproc_hdus(file.get(), path, columns,
                                                                       with_pixels, with_readnoise));
     EX2D_RETURN_NOT_OK(fits::close(path, file));
@@ -159,15 +155,13 @@ namespace detail {
 Result<PreprocImage> read_preproc_hdus(fitsfile* f, const std::string& path, ColumnRange columns,
                                        bool with_pixels, bool with_readnoise)
 {
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, names));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(f, path));
 
     PreprocImage img;
     img.source = path;
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "IMAGE"));
-    EX2D_RETURN_NOT_OK(fits::read_header(f, path, img.header));
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, "IMAGE", naxes));
+    EX2D_ASSIGN_OR_RETURN(img.header, fits::read_header(f, path));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<long> naxes, fits::image_shape(f, path, "IMAGE"));
     if (naxes.size() != 2 || naxes[0] < 1 || naxes[1] < 1) {
         return Status::format(path + ": HDU IMAGE is not a 2-D image");
     }

@@ -17,10 +17,8 @@ Result<PreprocWeightedFloat32> read_preproc_weighted_float32(const std::string& 
     out.source = path;
     const long long npix = (long long)out.ny * out.nx;
 
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(file.get(), path, names));
+    EX2D_ASSIGN_OR_RETURN(fits::FitsPtr file, fits::open_read(path));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(file.get(), path));
     out.image.resize(size_t(npix));
     out.weights.resize(size_t(npix));
     EX2D_RETURN_NOT_OK(fits::move_to_named(file.get(), path, names, "IMAGE"));

@@ -46,9 +46,8 @@ Status read_trace(fitsfile* f, const std::string& path, const std::vector<std::s
                   const std::string& hdu, LegendreTable& table, FitsHeader& header)
 {
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, hdu, kNotAPsf));
-    EX2D_RETURN_NOT_OK(fits::read_header(f, path, header));
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, hdu, naxes));
+    EX2D_ASSIGN_OR_RETURN(header, fits::read_header(f, path));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<long> naxes, fits::image_shape(f, path, hdu));
     if (naxes.size() != 2 || naxes[0] < 1 || naxes[1] < 1) {
         return Status::format(path + ": HDU " + hdu + " is not a 2-D [nfiber][ncoef] image");
     }
@@ -147,8 +146,7 @@ namespace {
 Result<GaussHermitePsf> read_open_psf(fits::FitsPtr& file, const std::string& path)
 {
     fitsfile* f = file.get();
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(f, path, names));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(f, path));
     for (const char* hdu : {"XTRACE", "YTRACE", "PSF"}) {
         if (fits::find_hdu(names, hdu) == 0) {
             return Status::format(path + ": no HDU named " + hdu + kNotAPsf);
@@ -161,7 +159,7 @@ Result<GaussHermitePsf> read_open_psf(fits::FitsPtr& file, const std::string& pa
     EX2D_RETURN_NOT_OK(read_trace(f, path, names, "XTRACE", psf.xtrace, psf.xtrace_header));
     EX2D_RETURN_NOT_OK(read_trace(f, path, names, "YTRACE", psf.ytrace, ytrace_header));
     EX2D_RETURN_NOT_OK(fits::move_to_named(f, path, names, "PSF", kNotAPsf));
-    EX2D_RETURN_NOT_OK(fits::read_header(f, path, psf.psf_header));
+    EX2D_ASSIGN_OR_RETURN(psf.psf_header, fits::read_header(f, path));
     EX2D_RETURN_NOT_OK(check_psf_type(psf, path));
 
     const FitsHeader& h = psf.psf_header;
@@ -192,8 +190,7 @@ Result<GaussHermitePsf> read_open_psf(fits::FitsPtr& file, const std::string& pa
 
 Result<GaussHermitePsf> read_psf(const std::string& path)
 {
-    fits::FitsPtr file;
-    EX2D_RETURN_NOT_OK(fits::open_read(path, file));
+    EX2D_ASSIGN_OR_RETURN(fits::FitsPtr file, fits::open_read(path));
     return read_open_psf(file, path);
 }
 

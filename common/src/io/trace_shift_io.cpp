@@ -22,8 +22,7 @@ Status replace_trace(fitsfile* f, const std::string& path, const std::string& hd
     if (fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>(hdu.c_str()), 0, &status)) {
         return fits::io_error(path, "no HDU named " + hdu, status);
     }
-    std::vector<long> naxes;
-    EX2D_RETURN_NOT_OK(fits::image_shape(f, path, hdu, naxes));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<long> naxes, fits::image_shape(f, path, hdu));
     if (naxes.size() != 2 || naxes[0] != table.ncoef || naxes[1] != table.nfiber) {
         return Status::format(path + ": HDU " + hdu + " is not [" + std::to_string(table.nfiber) +
                               "][" + std::to_string(table.ncoef) + "]");
@@ -59,8 +58,7 @@ Status copy_with_shifted_traces(fitsfile* in, const std::string& input, fitsfile
                                 const std::string& output, const TraceShiftResult& result,
                                 const TraceShiftInputs& inputs)
 {
-    std::vector<std::string> names;
-    EX2D_RETURN_NOT_OK(fits::scan_hdus(in, input, names));
+    EX2D_ASSIGN_OR_RETURN(const std::vector<std::string> names, fits::scan_hdus(in, input));
     for (const char* needed : {"XTRACE", "YTRACE", "PSF"}) {
         if (fits::find_hdu(names, needed) == 0) {
             return Status::format(input + ": no HDU named " + needed +
@@ -126,8 +124,7 @@ Result<std::vector<std::uint8_t>> shifted_psf_bytes(const std::vector<std::uint8
 Status write_shifted_psf(const std::string& input, const std::string& output,
                          const TraceShiftResult& result, const TraceShiftInputs& inputs)
 {
-    fits::FitsPtr in;
-    EX2D_RETURN_NOT_OK(fits::open_read(input, in));
+    EX2D_ASSIGN_OR_RETURN(const fits::FitsPtr in, fits::open_read(input));
     return fits::write_atomically(output, [&](fitsfile* out) -> Status {
         return copy_with_shifted_traces(in.get(), input, out, output, result, inputs);
     });

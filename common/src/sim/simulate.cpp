@@ -107,14 +107,15 @@ Status check_sky_spectrum(const GaussHermitePsf& psf, const SimulationOptions& o
                            std::to_string(int(sig.wavemax)) + " A");
 }
 
-Status check_options(const GaussHermitePsf& psf, const SimulationOptions& opt, int& petal)
+/// The options checked against the PSF; the camera's petal.
+Result<int> check_options(const GaussHermitePsf& psf, const SimulationOptions& opt)
 {
     const std::string& cam = opt.camera;
     if (cam.size() != 2 || std::string("brz").find(cam[0]) == std::string::npos ||
         !std::isdigit(static_cast<unsigned char>(cam[1]))) {
         return Status::invalid("simulate: camera '" + cam + "' is not b0..z9");
     }
-    petal = cam[1] - '0';
+    const int petal = cam[1] - '0';
     if (opt.nspec < 0 || opt.specmin < 0 || opt.specmin + opt.nspec > psf.nspec()) {
         return Status::invalid("simulate: fibres [" + std::to_string(opt.specmin) + ", " +
                                std::to_string(opt.specmin + opt.nspec) + ") outside the " +
@@ -143,7 +144,7 @@ Status check_options(const GaussHermitePsf& psf, const SimulationOptions& opt, i
     if (psf.npix_x <= 0 || psf.npix_y <= 0) {
         return Status::invalid(psf.source + ": PSF has no CCD size (NPIX_X, NPIX_Y)");
     }
-    return Status::ok();
+    return petal;
 }
 
 /// expected[row * nx + col] += photons x spot over all lit fibres and photon-grid points.
@@ -245,8 +246,7 @@ void add_cosmics(const SimulationOptions& opt, std::mt19937_64& rng, PreprocImag
 Result<SimulatedFrame> simulate_frame(const GaussHermitePsf& psf, const SimulationOptions& opt)
 {
     EX2D_RETURN_NOT_OK(psf.validate());
-    int petal = 0;
-    EX2D_RETURN_NOT_OK(check_options(psf, opt, petal));
+    EX2D_ASSIGN_OR_RETURN(const int petal, check_options(psf, opt));
     const LegendreTable& sig = psf.param("GHSIGX");
     const bool default_range = opt.wmin == 0 && opt.wmax == 0;
     const double wmin = default_range ? sig.wavemin : opt.wmin;

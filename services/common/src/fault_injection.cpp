@@ -7,9 +7,8 @@
 
 #include "ex2d/logging.hpp"
 
+// Compiled only in builds with test hooks (services/common/CMakeLists.txt).
 namespace ex2d::service {
-
-#ifdef EX2D_TEST_HOOKS
 
 void test_delay(const char* stage)
 {
@@ -27,17 +26,5 @@ bool test_poisoned(const std::string& job_id)
     const char* poison = std::getenv("EX2D_TEST_POISON_JOB");
     return poison && *poison && job_id == poison;
 }
-
-#else
-
-// Release builds (images, EX2D_TEST_HOOKS=OFF): a stray variable in a deployment can neither
-// slow a frame down nor kill a worker.
-void test_delay(const char*) {}
-bool test_poisoned(const std::string&)
-{
-    return false;
-}
-
-#endif
 
 }  // namespace ex2d::service

@@ -81,7 +81,7 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
     const Status bound = http.start(http_host, settings.http.port);
     if (!bound.is_ok()) {
         log->error("cannot start the HTTP endpoint: {}", bound.message());
-        return exit_config;
+        return kExitUsage;
     }
     ctx.set_http_address(http_address(http_host, http.port()));
     log->info("start role={} name={} http={} version={} malloc={}", ctx.role(), ctx.name(),
@@ -93,11 +93,11 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
     if (!started.is_ok() && ctx.stop_requested()) {
         // Stopped while still starting (e.g. waiting for Redis): nothing was taken, a clean exit.
         log->info("stopped before start-up finished: {}", started.to_string());
-        return 0;
+        return kExitOk;
     }
     if (!started.is_ok()) {
         log->error("start failed: {}", started.to_string());
-        return exit_config;
+        return kExitUsage;
     }
     ctx.tick();
     while (!ctx.stop_requested() && service->step()) ctx.tick();
@@ -109,7 +109,7 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                        std::chrono::duration<double>(drain_s)));
     log->info("stopped");
-    return exit_ok;
+    return kExitOk;
 }
 
 }  // namespace
@@ -180,15 +180,15 @@ int run_service(int argc, char** argv, const std::string& role, const ServiceFac
         if (!loaded.is_ok()) {
             init_json_logging(role, role, "info");
             ex2d::logger()->error("configuration error: {}", loaded.message());
-            return exit_config;
+            return kExitUsage;
         }
         if (config.help_requested()) {
             std::cout << config.help_text(argc > 0 ? argv[0] : role) << std::flush;
-            return exit_ok;
+            return kExitOk;
         }
         if (config.print_config_requested()) {
             std::cout << config.to_yaml() << std::flush;
-            return exit_ok;
+            return kExitOk;
         }
         ServiceContext ctx(role, std::move(config));
         init_json_logging(role, ctx.name(), ctx.settings().service.log_level);
@@ -197,7 +197,7 @@ int run_service(int argc, char** argv, const std::string& role, const ServiceFac
     } catch (const std::exception& e) {
         if (!logging) init_json_logging(role, role, "info");
         ex2d::logger()->critical("exception: {}", e.what());
-        return exit_exception;
+        return kExitRuntime;
     }
 }
 

@@ -164,7 +164,7 @@ void SlotPool::require(std::size_t bytes)
     required_bytes_ = std::max(required_bytes_, rounded);
 }
 
-std::unique_ptr<SlotPool::Slot> SlotPool::make_slot(std::size_t bytes, std::string& error) const
+Result<std::unique_ptr<SlotPool::Slot>> SlotPool::make_slot(std::size_t bytes) const
 {
     auto slot = std::make_unique<Slot>();
     slot->token = random_token();
@@ -172,31 +172,22 @@ std::unique_ptr<SlotPool::Slot> SlotPool::make_slot(std::size_t bytes, std::stri
     const std::string final_path = slot_path(dir_, slot->token);
     const std::string making = final_path + ".new";
     slot->fd = ::open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (slot->fd < 0) {
-        error = making + ": " + errno_text();
-        return nullptr;
-    }
+    if (slot->fd < 0) return Status::io(making + ": " + errno_text());
     slot->path = making;
     if (::flock(slot->fd, LOCK_EX | LOCK_NB) != 0) {
-        error = making + ": flock: " + errno_text();
-        return nullptr;
+        return Status::io(making + ": flock: " + errno_text());
     }
     // fallocate charges the pages to this process and fails here when the folder is too small.
     const int rc = ::posix_fallocate(slot->fd, 0, off_t(bytes));
     if (rc != 0) {
-        error =
-            making + ": cannot allocate " + std::to_string(bytes) + " bytes: " + std::strerror(rc);
-        return nullptr;
+        return Status::io(making + ": cannot allocate " + std::to_string(bytes) +
+                          " bytes: " + std::strerror(rc));
     }
     slot->data = map_shared(slot->fd, bytes);
-    if (slot->data == nullptr) {
-        error = making + ": mmap: " + errno_text();
-        return nullptr;
-    }
+    if (slot->data == nullptr) return Status::io(making + ": mmap: " + errno_text());
     slot->size = bytes;
     if (::rename(making.c_str(), final_path.c_str()) != 0) {
-        error = final_path + ": rename: " + errno_text();
-        return nullptr;
+        return Status::io(final_path + ": rename: " + errno_text());
     }
     slot->path = final_path;
     return slot;
@@ -230,12 +221,12 @@ std::optional<SlotLoan> SlotPool::lend()
     }
     if (chosen == nullptr) {
         if (slots_.size() >= max_slots_) return std::nullopt;
-        std::string error;
-        auto slot = make_slot(required_bytes_, error);
-        if (!slot) {
-            disable(error);
+        auto made = make_slot(required_bytes_);
+        if (!made.is_ok()) {
+            disable(made.status().message());
             return std::nullopt;
         }
+        std::unique_ptr<Slot> slot = std::move(made).value();
         chosen = slot.get();
         slots_[slot->token] = std::move(slot);
     }

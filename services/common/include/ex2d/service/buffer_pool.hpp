@@ -46,12 +46,6 @@ public:
         });
     }
 
-    std::size_t idle_count() const
-    {
-        std::lock_guard<std::mutex> lock(state_->mutex);
-        return state_->idle.size();
-    }
-
 private:
     struct State {
         explicit State(std::size_t kept) : max_kept(kept) {}

@@ -10,16 +10,29 @@
 ///     file complete: the window a stalled writer must not be able to abuse);
 ///   EX2D_TEST_POISON_JOB: a worker that receives this job id kills itself with SIGKILL, as a
 ///     frame that crashes its worker would.
-/// Only builds with EX2D_TEST_HOOKS (tests, benchmarks) read them; release builds and the
-/// container images ignore them.
+/// Only builds configured with EX2D_TEST_HOOKS=ON (CI, benchmarks) read them. In every other
+/// build (the default, the container images) both functions are empty inline functions: no
+/// variable is read, and nothing of the hooks is compiled into the programs.
 
 #include <string>
 
 namespace ex2d::service {
 
+#if EX2D_TEST_HOOKS
+
 /// Sleeps for EX2D_TEST_DELAY_<STAGE>_MS milliseconds (stage: READ, EXTRACT, WRITE), if set.
 void test_delay(const char* stage);
 /// True when EX2D_TEST_POISON_JOB names `job_id`.
 bool test_poisoned(const std::string& job_id);
+
+#else
+
+inline void test_delay(const char* /*stage*/) {}
+inline bool test_poisoned(const std::string& /*job_id*/)
+{
+    return false;
+}
+
+#endif
 
 }  // namespace ex2d::service

@@ -10,11 +10,12 @@
 ///           [](ServiceContext& ctx) { return std::make_unique<Reader>(ctx); });
 ///   }
 ///
-/// run_service loads the configuration (exit 2 on a bad key or value, naming it; exit 0 after
-/// --print-config or --help), sets up logging, blocks SIGTERM/SIGINT/SIGPIPE handling, starts
-/// the HTTP endpoint (/healthz, /readyz, /metrics), then calls start() once and step() until
-/// it returns false or a stop is requested; then drain(deadline) once. Exit codes: 0 after a
-/// normal end or a drain, 2 for a configuration or start-up error (Status), 1 for an exception.
+/// run_service loads the configuration (kExitUsage on a bad key or value, naming it; kExitOk
+/// after --print-config or --help), sets up logging, blocks SIGTERM/SIGINT/SIGPIPE handling,
+/// starts the HTTP endpoint (/healthz, /readyz, /metrics), then calls start() once and step()
+/// until it returns false or a stop is requested; then drain(deadline) once. Exit codes
+/// (ex2d/exit_codes.hpp): kExitOk after a normal end or a drain, kExitUsage for a
+/// configuration or start-up error (Status), kExitRuntime for an exception.
 
 #include <atomic>
 #include <chrono>
@@ -22,19 +23,13 @@
 #include <memory>
 #include <string>
 
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/service/config.hpp"
 #include "ex2d/service/metrics.hpp"
 #include "ex2d/service/settings.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d::service {
-
-/// Exit codes of the fleet's processes.
-enum ExitCode : int {
-    exit_ok = 0,
-    exit_exception = 1,
-    exit_config = 2,  ///< bad configuration, unsafe Redis, cannot bind
-};
 
 /// Milliseconds on a monotonic clock: the steady clock in a service, a test's own clock where
 /// it steps time instead of waiting for it.
@@ -86,7 +81,7 @@ private:
 class Service {
 public:
     virtual ~Service() = default;
-    /// Connect, bind, register. A non-OK status ends the process with exit code 2.
+    /// Connect, bind, register. A non-OK status ends the process with kExitUsage.
     virtual Status start() = 0;
     /// One short iteration of the main loop (at most ~100 ms of waiting). false = finished.
     virtual bool step() = 0;

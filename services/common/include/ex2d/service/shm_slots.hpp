@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ex2d/service/wire.hpp"
+#include "ex2d/status.hpp"
 
 namespace ex2d::service {
 
@@ -78,7 +79,8 @@ public:
 
 private:
     struct Slot;
-    std::unique_ptr<Slot> make_slot(std::size_t bytes, std::string& error) const;
+    /// A new slot of `bytes` in dir_; an io error naming the file where it cannot be made.
+    Result<std::unique_ptr<Slot>> make_slot(std::size_t bytes) const;
     void disable(const std::string& why);
 
     std::string dir_;
