@@ -9,6 +9,7 @@
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
 #include "load_frame.hpp"
+#include "trace_shift_step.hpp"
 
 namespace ex2d::reader {
 
@@ -178,12 +179,7 @@ bool Reader::load_next()
         return true;
     }
     if (!loaded_frame.value().trace_shift_fields.empty()) {
-        auto noted = plane_->note_fields(*job, loaded_frame.value().trace_shift_fields);
-        if (!noted.is_ok() || noted.value() != Fence::applied) {
-            logger()->warn(
-                "trace shifts not recorded in Redis: {}",
-                noted.is_ok() ? service::to_string(noted.value()) : noted.status().to_string());
-        }
+        service::note_trace_shifts(*plane_, *job, loaded_frame.value().trace_shift_fields);
     }
     ctx_.metrics().stage_seconds("read").Observe(loaded_frame.value().read_seconds);
     ctx_.metrics().frames("read").Increment();
