@@ -152,6 +152,51 @@ TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
               std::string::npos);
 }
 
+// The fleet measures a frame on its float32 planes (in the reader) or on float64 copies of
+// them (in a worker): both must give the same shifts to the last bit, so that a frame does not
+// depend on where its step ran.
+TEST(TraceShifts, Float32AndFloat64ViewsGiveTheSameBits)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const GaussHermitePsf truth = test::shifted_psf(
+        psf, [](double u) { return 0.2 + 0.1 * u; }, [](double) { return -0.15; });
+    SimulationOptions sim;
+    sim.seed = 5;
+    sim.nspec = 100;
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    auto frame = simulate_frame(truth, sim);
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights64 = img.weights();
+    // The values a float32 preproc file holds, in both precisions.
+    std::vector<float> pixels32(img.image.begin(), img.image.end());
+    std::vector<float> weights32(weights64.begin(), weights64.end());
+    const std::vector<double> pixels64(pixels32.begin(), pixels32.end());
+    const std::vector<double> widened(weights32.begin(), weights32.end());
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.nfibers = 100;
+    opt.lines = night_sky_lines();
+    auto a = measure_trace_shifts(
+        Float32ImageView{img.ny, img.nx, pixels32.data(), weights32.data()}, psf, opt, "f32");
+    auto b = measure_trace_shifts(ImageView{img.ny, img.nx, pixels64.data(), widened.data()}, psf,
+                                  opt, "f64");
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    EXPECT_EQ(a.value().xtrace.coef, b.value().xtrace.coef);
+    EXPECT_EQ(a.value().ytrace.coef, b.value().ytrace.coef);
+    ASSERT_EQ(a.value().offsets.size(), b.value().offsets.size());
+    for (std::size_t i = 0; i < a.value().offsets.size(); ++i) {
+        EXPECT_EQ(a.value().offsets[i].delta, b.value().offsets[i].delta) << i;
+        EXPECT_EQ(a.value().offsets[i].error, b.value().offsets[i].error) << i;
+    }
+    const auto x = trace_shift_summary_keys(a.value()), y = trace_shift_summary_keys(b.value());
+    for (std::size_t k = 0; k < x.size(); ++k) EXPECT_EQ(x[k].value, y[k].value) << x[k].name;
+    EXPECT_TRUE(a.value().y_measured);
+}
+
 /// Pulls of one bundle of `frame` extracted with `psf`, through the writer and reader.
 PullStatistics bundle_pulls(const SimulatedFrame& frame, const GaussHermitePsf& psf)
 {
