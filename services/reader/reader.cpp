@@ -22,7 +22,7 @@ using service::seconds;
 Reader::Reader(service::ServiceContext& ctx)
     : FleetService(ctx),
       settings_(service::ReaderSettings::from(ctx.config())),
-      loader_(ctx.name()),
+      loader_(ctx.name(), settings_.trace_shifts_in),
       router_(zmq_context_, zmq::socket_type::router),
       worker_slots_(ctx.settings().zmq.shm_dir)
 {
@@ -51,8 +51,8 @@ Status Reader::start()
     next_reap_ = Clock::now();
     next_depth_ = Clock::now();
     ctx_.set_ready(true);
-    logger()->info("reader ready endpoint={} prefetch={} lease_s={}", endpoint, settings_.prefetch,
-                   fleet.queue.lease_s);
+    logger()->info("reader ready endpoint={} prefetch={} lease_s={} trace_shifts_in={}", endpoint,
+                   settings_.prefetch, fleet.queue.lease_s, settings_.trace_shifts_in);
     return Status::ok();
 }
 

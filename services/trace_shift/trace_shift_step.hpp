@@ -3,9 +3,10 @@
 
 /// @file trace_shift_step.hpp
 /// A frame's trace shifts in the fleet (issue 31): desi_proc's method for the exposure's
-/// OBSTYPE, or the one the job asks for, measured on the planes of the frame, so that the
-/// frame is extracted with its own traces. A library of its own, so that every service that
-/// runs the step runs the same code.
+/// OBSTYPE, or the one the job asks for, measured on the planes of the frame. The reader runs
+/// it on the planes it has just read (`reader.trace_shifts_in: reader`), or the worker on its
+/// host side while its device extracts the frame before (`worker`); both through these
+/// functions, so that a frame's PSF, header cards and Redis fields do not depend on where.
 
 #include <cstdint>
 #include <string>

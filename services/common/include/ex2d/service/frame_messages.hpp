@@ -45,6 +45,9 @@ struct FrameInputs {
     /// (`badcolumns` holds the table).
     std::string badcolumn_table = "none";
     BadColumns badcolumns;
+    /// Where the trace-shift step runs (reader.trace_shifts_in): "reader" (done; psf_file is
+    /// the PSF to extract with) or "worker" (psf_file is the job's input PSF).
+    std::string trace_shifts_in = "reader";
 };
 wire::OutgoingMessage encode_frame(FrameInputs inputs);
 /// The same with image and weights already as parts ([ny][nx], f32 or f64; the reader's pooled
