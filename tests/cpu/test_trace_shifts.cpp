@@ -24,6 +24,17 @@ namespace {
 constexpr double kMaxRms = 0.015;
 constexpr double kMaxMean = 0.01;
 
+/// A science frame of `nspec` fibres on the r grid (5760-7620 A), as every case here simulates.
+SimulationOptions r_frame(std::uint64_t seed, int nspec)
+{
+    SimulationOptions sim;
+    sim.seed = seed;
+    sim.nspec = nspec;
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    return sim;
+}
+
 struct Case {
     const char* name;
     test::ShiftOfColumn dx, dy;
@@ -33,11 +44,7 @@ struct Case {
 test::TraceErrors run_case(const GaussHermitePsf& psf, const Case& c, std::uint64_t seed)
 {
     const GaussHermitePsf truth = test::shifted_psf(psf, c.dx, c.dy);
-    SimulationOptions sim;
-    sim.seed = seed;
-    sim.nspec = psf.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
+    SimulationOptions sim = r_frame(seed, psf.nspec());
     sim.flat = c.flat;
     auto frame = simulate_frame(truth, sim);
     EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
@@ -95,12 +102,7 @@ TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     const GaussHermitePsf truth = test::shifted_psf(
         psf, [](double) { return 0.3; }, [](double) { return -0.2; });
-    SimulationOptions sim;
-    sim.seed = 77;
-    sim.nspec = psf.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(truth, sim);
+    auto frame = simulate_frame(truth, r_frame(77, psf.nspec()));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     PreprocImage& img = frame.value().preproc;
     const test::AmplifierQuadrant quadrant = test::upper_left_quadrant(psf, 249, 6700.0, img.ny);
@@ -129,11 +131,7 @@ TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
 TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
 {
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
-    SimulationOptions sim;
-    sim.nspec = 0;
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(psf, sim);
+    auto frame = simulate_frame(psf, r_frame(1, 0));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     const PreprocImage& img = frame.value().preproc;
     const LargeArray<double> weights = img.weights();
@@ -160,12 +158,7 @@ TEST(TraceShifts, Float32AndFloat64ViewsGiveTheSameBits)
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     const GaussHermitePsf truth = test::shifted_psf(
         psf, [](double u) { return 0.2 + 0.1 * u; }, [](double) { return -0.15; });
-    SimulationOptions sim;
-    sim.seed = 5;
-    sim.nspec = 100;
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(truth, sim);
+    auto frame = simulate_frame(truth, r_frame(5, 100));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     const PreprocImage& img = frame.value().preproc;
     const LargeArray<double> weights64 = img.weights();
@@ -233,12 +226,7 @@ TEST(TraceShifts, ExtractionWithOutputPsfPullsAsWithTruePsf)
     ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
     const Case& c = kCases[1];
     const GaussHermitePsf truth = test::shifted_psf(psf.value(), c.dx, c.dy);
-    SimulationOptions sim;
-    sim.seed = 3101;
-    sim.nspec = truth.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(truth, sim);
+    auto frame = simulate_frame(truth, r_frame(3101, truth.nspec()));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     const PreprocImage& img = frame.value().preproc;
     const LargeArray<double> weights = img.weights();
