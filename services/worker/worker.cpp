@@ -358,10 +358,20 @@ Worker::TraceShiftDone Worker::shift_traces(service::FrameInputs in)
     TraceShiftDone done;
     // The input PSF, which the frames of its camera share: from the cache.
     auto psf = psf_for(in);
-    if (psf.is_ok()) {
+    if (!psf.is_ok()) {
+        done.status = psf.status();
+    } else if (in.planes_f32) {
+        step_image_.assign(in.image.begin(), in.image.end());
+        step_weights_.assign(in.weights.begin(), in.weights.end());
+        const Float32ImageView view{in.ny, in.nx, step_image_.data(), step_weights_.data()};
+        done.outcome =
+            service::run_trace_shift_step(in.job, in.image_header, view, *psf.value(), in.psf_file);
+    } else {
         const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
         done.outcome =
             service::run_trace_shift_step(in.job, in.image_header, view, *psf.value(), in.psf_file);
+    }
+    if (psf.is_ok()) {
         service::record_trace_shifts(done.outcome, in.image_header);
         if (!done.outcome.failed && done.outcome.method != "none") {
             // As the reader sends it: the checksum of the PSF the frame is extracted with.
@@ -374,8 +384,6 @@ Worker::TraceShiftDone Worker::shift_traces(service::FrameInputs in)
                 done.status = shifted.status();
             }
         }
-    } else {
-        done.status = psf.status();
     }
     done.seconds = seconds_since(start);
     done.inputs = std::move(in);

@@ -104,7 +104,11 @@ private:
     std::optional<service::Job> extracting_job_;
     std::future<Result<service::FrameOutputs>> extraction_;
     std::future<TraceShiftDone> trace_shift_;  ///< the step running for a waiting frame
-    std::mutex spare_mutex_;                   ///< the extraction thread gives planes back
+    /// The trace-shift thread's float32 planes (one step at a time): a frame that came in
+    /// float32 is measured on them, as the reader measures it, at 2/3 of the CPU that its
+    /// float64 planes cost.
+    LargeArray<float> step_image_, step_weights_;
+    std::mutex spare_mutex_;  ///< the extraction thread gives planes back
     std::vector<LargeArray<double>> spare_planes_;
     // Planes for the frames a worker holds at once (its credit) are enough; more would only
     // keep memory that no frame will use.

@@ -76,6 +76,7 @@ TEST(FrameOptions, TraceShiftPlacementTravelsAndDefaultsToTheReader)
     ASSERT_TRUE(worker.is_ok()) << worker.status().to_string();
     EXPECT_EQ(worker.value().trace_shifts_in, "worker");
     EXPECT_EQ(worker.value().job.trace_shifts, "auto");
+    EXPECT_TRUE(worker.value().planes_f32) << "1.0 travels as f32";
 
     // A FRAME from a reader before the setting: the reader ran the step.
     wire::OutgoingMessage old = encode_frame(small_frame());

@@ -237,6 +237,7 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
     in.weights = std::move(weights_memory);
     m.to_f64(0, in.image);
     m.to_f64(1, in.weights);
+    in.planes_f32 = m.dtype(0) == DType::f32 && m.dtype(1) == DType::f32;
     in.psf_file = m.copy_array<std::uint8_t>(2);
     in.fibermap.fits_bytes = m.copy_array<std::uint8_t>(3);
     in.fibermap.nrows = meta_number<long>(m.meta, "fibermap_rows", 0);

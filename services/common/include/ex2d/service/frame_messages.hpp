@@ -38,6 +38,8 @@ struct FrameInputs {
     int nx = 0;
     LargeArray<double> image;    ///< [ny][nx] electrons
     LargeArray<double> weights;  ///< [ny][nx] ivar with the mask rule applied
+    /// decode_frame: image and weights came as f32, so every value is a float32 one.
+    bool planes_f32 = false;
     std::vector<std::uint8_t> psf_file;
     std::string preproc_checksum, psf_checksum;
     double read_seconds = 0;
