@@ -2,7 +2,9 @@
 """The report of bench/fleet-gpu-speed (standard library only).
 
   fleet_gpu_speed.py run --run DIR --exposure DIR --delay S --workers M --readers N
-                         --writers K --compression C --frames F   >> results.jsonl
+                         --writers K --compression C --frames F
+                         [--trace-shifts auto|none --trace-shifts-in reader|worker]
+                         >> results.jsonl
       Checks one run's outputs and prints its figures as one JSON line; exits 1 when a
       check fails (the figures are still printed, with the failures).
   fleet_gpu_speed.py table --results FILE --workers M
@@ -113,6 +115,43 @@ def log_events(logs):
                 yield r
 
 
+def trace_shift_figures(logs):
+    """The trace-shift steps of a run from its services' logs: each step's CPU seconds and the
+    role of the process that ran it ("trace-shifts method=... cpu_s=" or "trace-shifts failed"),
+    and from workers that ran it, each step's wall time ("trace-shift step done on the worker
+    wall_s=") and how long the extraction thread waited for it ("extraction started
+    trace_shift_wait_s=")."""
+    cpu, failed, wall, waits = {}, 0, [], []
+    for path in glob.glob(os.path.join(logs, "*.log")):
+        role = os.path.basename(path).rsplit("-", 1)[0]
+        for line in open(path, errors="replace"):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            msg = r.get("msg", "")
+            m = re.match(r"trace-shifts method=\S+ .*cpu_s=([\d.]+)", msg)
+            if m:
+                cpu.setdefault(role, []).append(float(m.group(1)))
+            elif msg.startswith("trace-shifts failed"):
+                failed += 1
+            m = re.match(r"trace-shift step done on the worker wall_s=([\d.]+)", msg)
+            if m:
+                wall.append(float(m.group(1)))
+            m = re.match(r"extraction started trace_shift_wait_s=([\d.]+)", msg)
+            if m:
+                waits.append(float(m.group(1)))
+    mean = lambda v: round(sum(v) / len(v), 3) if v else 0
+    return {
+        "steps": {k: len(v) for k, v in cpu.items()}, "steps_failed": failed,
+        "step_cpu_s_mean": {k: mean(v) for k, v in cpu.items()},
+        "step_wall_s_mean": mean(wall),
+        "frames_waiting_for_step": sum(1 for w in waits if w > 0.0005),
+        "frames_step_overlapped": sum(1 for w in waits if w <= 0.0005),
+        "step_wait_s_mean": mean(waits), "step_wait_s_max": max(waits) if waits else 0,
+    }
+
+
 def run(a):
     fleet = os.path.join(a.run, "fleet")
     failures = []
@@ -188,6 +227,8 @@ def run(a):
         "extract_s_mean": round(sum(extract_s) / len(extract_s), 3) if extract_s else 0,
         "cpu_s_per_frame": {k: round(v / a.frames, 3) for k, v in sorted(cpu.items())},
         "frames_checked": checked, "failures": failures,
+        "trace_shifts": a.trace_shifts, "trace_shifts_in": a.trace_shifts_in,
+        "trace_shift": trace_shift_figures(os.path.join(fleet, "logs")),
     }
     print(json.dumps(record))
     for f in failures:
@@ -197,30 +238,52 @@ def run(a):
           % (wall, ideal, a.frames, a.delay, a.workers, first_read, last_write, record["frames_per_hour"],
              " ".join("%s %.3f" % kv for kv in record["cpu_s_per_frame"].items()), checked, len(failures)),
           file=sys.stderr)
+    t = record["trace_shift"]
+    if t["steps"] or t["steps_failed"]:
+        print("  trace shifts (%s, in the %ss): %s step(s) measured, %d failed; CPU-s per step %s%s"
+              % (a.trace_shifts, a.trace_shifts_in, t["steps"], t["steps_failed"], t["step_cpu_s_mean"],
+                 "; on the workers: wall %.3f s a step, %d of %d frames found their step done "
+                 "(mean wait %.3f s, max %.3f s)"
+                 % (t["step_wall_s_mean"], t["frames_step_overlapped"],
+                    t["frames_step_overlapped"] + t["frames_waiting_for_step"], t["step_wait_s_mean"],
+                    t["step_wait_s_max"]) if a.trace_shifts_in == "worker" else ""),
+              file=sys.stderr)
     return 1 if failures else 0
 
 
 def table(a):
     rows = [json.loads(line) for line in open(a.results) if line.strip()]
     roles = ("reader", "worker", "writer", "redis")
-    print("| compression | delay (s) | readers/workers/writers | wall (s) | ideal (s) | wall / ideal "
-          "| frames/h | mean extract_s | CPU-s per frame: reader | worker | writer | redis | checks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| compression | delay (s) | trace shifts | readers/workers/writers | wall (s) | ideal (s) "
+          "| wall / ideal | frames/h | mean extract_s | CPU-s per frame: reader | worker | writer | redis "
+          "| step CPU-s | step overlapped | checks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         c = r["cpu_s_per_frame"]
-        print("| %s | %.1f | %d/%d/%d | %.2f | %.2f | %.2f | %.0f | %.3f | %s | %s |"
-              % (r["compression"], r["delay_s"], r["readers"], r["workers"], r["writers"], r["wall_s"],
+        t = r.get("trace_shift", {})
+        shifts = r.get("trace_shifts", "auto")
+        where = r.get("trace_shifts_in", "reader")
+        waited = t.get("frames_step_overlapped", 0) + t.get("frames_waiting_for_step", 0)
+        print("| %s | %.1f | %s | %d/%d/%d | %.2f | %.2f | %.2f | %.0f | %.3f | %s | %s | %s | %s |"
+              % (r["compression"], r["delay_s"], shifts if shifts == "none" else "%s in %s" % (shifts, where),
+                 r["readers"], r["workers"], r["writers"], r["wall_s"],
                  r["ideal_s"], r["wall_s"] / r["ideal_s"], r["frames_per_hour"], r["extract_s_mean"],
                  " | ".join("%.3f" % c.get(k, 0.0) for k in roles),
+                 ", ".join("%s %.3f" % kv for kv in t.get("step_cpu_s_mean", {}).items()) or "-",
+                 "%d of %d (mean wait %.3f s)" % (t["frames_step_overlapped"], waited, t["step_wait_s_mean"])
+                 if waited else "-",
                  "%d frames OK" % r["frames_checked"] if not r["failures"] else "%d failure(s)" % len(r["failures"])))
     print()
     print("Cores a node of %d GPUs needs (%d / delay frames per second x CPU-s per frame):" % (a.workers, a.workers))
     for r in rows:
         rate = a.workers / r["delay_s"]
         c = r["cpu_s_per_frame"]
-        print("- %s, %.1f s per frame (%.1f frames/s): %s"
+        print("- %s, %.1f s per frame (%.1f frames/s), trace shifts %s: %s"
               % (r["compression"], r["delay_s"], rate,
-                 ", ".join("%s %.2f" % (k + "s" if k != "redis" else k, rate * c.get(k, 0.0)) for k in roles)))
+                 r.get("trace_shifts", "auto") if r.get("trace_shifts") == "none"
+                 else "%s in %s" % (r.get("trace_shifts", "auto"), r.get("trace_shifts_in", "reader")),
+                 ", ".join("%s %.2f" % (k + "s" if k != "redis" else k, rate * c.get(k, 0.0)) for k in roles)
+                 + "; in all %.2f" % (rate * sum(c.get(k, 0.0) for k in roles))))
     return 0
 
 
@@ -236,6 +299,8 @@ def main():
     r.add_argument("--writers", type=int, required=True)
     r.add_argument("--compression", required=True)
     r.add_argument("--frames", type=int, required=True)
+    r.add_argument("--trace-shifts", default="auto")
+    r.add_argument("--trace-shifts-in", default="reader")
     t = sub.add_parser("table")
     t.add_argument("--results", required=True)
     t.add_argument("--workers", type=int, required=True)

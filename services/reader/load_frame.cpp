@@ -113,7 +113,9 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
 
     service::FrameInputs in;
     wire::ArrayPart image_part, weights_part;
-    TraceShiftOutcome shifts;
+    service::TraceShiftOutcome shifts;
+    // With trace_shifts_in worker, the input PSF travels and the worker runs the same step.
+    const bool shift_here = trace_shifts_in_ == "reader";
     if (read.value()) {
         PreprocFloat32& planes = *read.value();
         in.ny = planes.ny;
@@ -122,16 +124,19 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
         in.fibermap = std::move(planes.fibermap);
         in.preproc_checksum = wire::hex64(file_sum);
         const Float32ImageView view{in.ny, in.nx, image->data(), weights->data()};
-        shifts = run_trace_shift_step(job, in.image_header, view, psf, psf_bytes);
+        if (shift_here)
+            shifts = service::run_trace_shift_step(job, in.image_header, view, psf, psf_bytes);
         const std::vector<std::int32_t> shape{in.ny, in.nx};
         image_part = wire::ArrayPart::from_shared(wire::DType::f32, std::move(image), shape);
         weights_part = wire::ArrayPart::from_shared(wire::DType::f32, std::move(weights), shape);
     } else {
         EX2D_ASSIGN_OR_RETURN(in, load_as_float64(job));
         const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
-        shifts = run_trace_shift_step(job, in.image_header, view, psf, psf_bytes);
+        if (shift_here)
+            shifts = service::run_trace_shift_step(job, in.image_header, view, psf, psf_bytes);
     }
-    record_trace_shifts(shifts, in.image_header);
+    if (shift_here) service::record_trace_shifts(shifts, in.image_header);
+    in.trace_shifts_in = trace_shifts_in_;
     in.job = job;
     in.reader = reader_name_;
     in.badcolumn_table = badcolumn_state;
@@ -140,7 +145,7 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
     in.psf_file = std::move(psf_bytes);
     service::test_delay("READ");
     LoadedFrame loaded;
-    loaded.trace_shift_fields = trace_shift_fields(shifts);
+    if (shift_here) loaded.trace_shift_fields = service::trace_shift_fields(shifts);
     loaded.read_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     in.read_seconds = loaded.read_seconds;

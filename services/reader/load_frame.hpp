@@ -13,16 +13,22 @@ namespace ex2d::reader {
 struct LoadedFrame {
     wire::OutgoingMessage message;
     double read_seconds = 0;
-    /// The trace-shift step's outcome for the frame's Redis hash (trace_shift_fields).
+    /// The trace-shift step's outcome for the frame's Redis hash (trace_shift_fields); empty
+    /// when the worker runs the step.
     std::vector<std::string> trace_shift_fields;
 };
 
 /// Reads and checks a job's preproc and PSF files as `ex2d extract` would, refusing what it
-/// refuses, and encodes the FRAME. IMAGE and the weights go out as float32 from buffers that
-/// return to this loader once sent, so that a reader reuses the same memory frame after frame.
+/// refuses, runs the trace-shift step unless the workers run it, and encodes the FRAME. IMAGE
+/// and the weights go out as float32 from buffers that return to this loader once sent, so
+/// that a reader reuses the same memory frame after frame.
 class FrameLoader {
 public:
-    explicit FrameLoader(std::string reader_name) : reader_name_(std::move(reader_name)) {}
+    /// trace_shifts_in: reader.trace_shifts_in, "reader" or "worker".
+    FrameLoader(std::string reader_name, std::string trace_shifts_in = "reader")
+        : reader_name_(std::move(reader_name)), trace_shifts_in_(std::move(trace_shifts_in))
+    {
+    }
     Result<LoadedFrame> load(const service::Job& job);
 
 private:
@@ -30,6 +36,7 @@ private:
     Result<service::FrameInputs> load_as_float64(const service::Job& job);
 
     std::string reader_name_;
+    std::string trace_shifts_in_;
     // A few frames in flight (the workers' credits) plus the one being read.
     service::BufferPool<float> planes_{8};
     LargeArray<std::uint32_t> mask_scratch_;

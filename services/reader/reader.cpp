@@ -9,6 +9,7 @@
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"
 #include "load_frame.hpp"
+#include "trace_shift_step.hpp"
 
 namespace ex2d::reader {
 
@@ -21,7 +22,7 @@ using service::seconds;
 Reader::Reader(service::ServiceContext& ctx)
     : FleetService(ctx),
       settings_(service::ReaderSettings::from(ctx.config())),
-      loader_(ctx.name()),
+      loader_(ctx.name(), settings_.trace_shifts_in),
       router_(zmq_context_, zmq::socket_type::router),
       worker_slots_(ctx.settings().zmq.shm_dir)
 {
@@ -50,8 +51,8 @@ Status Reader::start()
     next_reap_ = Clock::now();
     next_depth_ = Clock::now();
     ctx_.set_ready(true);
-    logger()->info("reader ready endpoint={} prefetch={} lease_s={}", endpoint, settings_.prefetch,
-                   fleet.queue.lease_s);
+    logger()->info("reader ready endpoint={} prefetch={} lease_s={} trace_shifts_in={}", endpoint,
+                   settings_.prefetch, fleet.queue.lease_s, settings_.trace_shifts_in);
     return Status::ok();
 }
 
@@ -178,12 +179,7 @@ bool Reader::load_next()
         return true;
     }
     if (!loaded_frame.value().trace_shift_fields.empty()) {
-        auto noted = plane_->note_fields(*job, loaded_frame.value().trace_shift_fields);
-        if (!noted.is_ok() || noted.value() != Fence::applied) {
-            logger()->warn(
-                "trace shifts not recorded in Redis: {}",
-                noted.is_ok() ? service::to_string(noted.value()) : noted.status().to_string());
-        }
+        service::note_trace_shifts(*plane_, *job, loaded_frame.value().trace_shift_fields);
     }
     ctx_.metrics().stage_seconds("read").Observe(loaded_frame.value().read_seconds);
     ctx_.metrics().frames("read").Increment();

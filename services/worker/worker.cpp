@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "worker.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -54,6 +55,19 @@ Status apply_badcolumn_step(const service::FrameInputs& in, const GaussHermitePs
     return Status::ok();
 }
 
+/// Whether the frame's PSF is one the reader shifted for it alone (no other frame has it).
+bool shifted_by_reader(const service::FrameInputs& in)
+{
+    if (in.trace_shifts_in != "reader") return false;
+    const std::string method = in.image_header.get_string("TRSHIFT").value_or("none");
+    return method != "none" && method != "FAILED";
+}
+
+double seconds_since(Clock::time_point start)
+{
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 }  // namespace
 
 Worker::Worker(service::ServiceContext& ctx)
@@ -67,7 +81,9 @@ Worker::Worker(service::ServiceContext& ctx)
 Worker::~Worker()
 {
     if (extraction_.valid()) extraction_.wait();
+    if (trace_shift_.valid()) trace_shift_.wait();
     if (extraction_done_fd_ >= 0) ::close(extraction_done_fd_);
+    if (trace_shift_done_fd_ >= 0) ::close(trace_shift_done_fd_);
 }
 
 Status Worker::start()
@@ -118,9 +134,12 @@ Status Worker::start()
                        security_->allowed().empty() ? std::string("any advertised")
                                                     : std::to_string(security_->allowed().size()));
     }
-    // The main loop sleeps in poll() until a message or the end of an extraction wakes it.
+    // The main loop sleeps in poll() until a message or the end of an extraction or of a
+    // trace-shift step wakes it.
     extraction_done_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (extraction_done_fd_ < 0) return Status::io(std::string("eventfd: ") + std::strerror(errno));
+    trace_shift_done_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (extraction_done_fd_ < 0 || trace_shift_done_fd_ < 0)
+        return Status::io(std::string("eventfd: ") + std::strerror(errno));
     EX2D_RETURN_NOT_OK(register_process({{"backend", backend_->name()}, {"device", device_}}));
     max_spare_planes_ = std::size_t(2 * (settings_.credit + 1));
     discover();
@@ -194,8 +213,9 @@ void Worker::receive_messages(long wait_ms)
 {
     zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0},
                                {writers_.handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, extraction_done_fd_, ZMQ_POLLIN, 0}};
-    if (!service::wait_any(items, 3, wait_ms)) return;
+                               {nullptr, extraction_done_fd_, ZMQ_POLLIN, 0},
+                               {nullptr, trace_shift_done_fd_, ZMQ_POLLIN, 0}};
+    if (!service::wait_any(items, 4, wait_ms)) return;
     if (items[1].revents & ZMQ_POLLIN) receive_from_writers();
     while (auto parts = service::try_recv(dealer_)) {
         auto message = service::decode_or_drop(
@@ -279,24 +299,134 @@ void Worker::accept_frame(wire::IncomingMessage message)
     keeper_->hold(job);
     ctx_.metrics().frames("received").Increment();
     logger()->info("frame received from reader={}", inputs.value().reader);
-    waiting_.push_back(std::move(inputs).value());
+    WaitingFrame waiting;
+    waiting.job = job;
+    if (inputs.value().trace_shifts_in == "worker") {
+        if (service::trace_shift_method(job, inputs.value().image_header) == "none") {
+            // Nothing to measure: recorded at once, as the reader records it.
+            const service::TraceShiftOutcome none;
+            service::record_trace_shifts(none, inputs.value().image_header);
+            service::note_trace_shifts(*plane_, job, service::trace_shift_fields(none));
+        } else {
+            waiting.step_pending = true;
+            waiting.step_here = true;
+        }
+    }
+    waiting.inputs = std::move(inputs).value();
+    waiting_.push_back(std::move(waiting));
 }
 
 Result<std::shared_ptr<const GaussHermitePsf>> Worker::psf_for(const service::FrameInputs& in)
 {
-    if (const auto* cached = psf_cache_.find(in.psf_checksum)) return *cached;
+    const bool keep = !shifted_by_reader(in);
+    if (keep) {
+        std::lock_guard<std::mutex> lock(psf_mutex_);
+        if (const auto* cached = psf_cache_.find(in.psf_checksum)) return *cached;
+    }
     EX2D_ASSIGN_OR_RETURN(GaussHermitePsf psf, read_psf_bytes(in.psf_file, in.job.psf));
     auto shared = std::make_shared<const GaussHermitePsf>(std::move(psf));
-    psf_cache_.put(in.psf_checksum, shared);
+    if (keep) {
+        std::lock_guard<std::mutex> lock(psf_mutex_);
+        psf_cache_.put(in.psf_checksum, shared);
+    }
     return shared;
 }
 
-Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in)
+void Worker::start_trace_shifts()
+{
+    if (trace_shift_.valid()) return;
+    for (WaitingFrame& waiting : waiting_) {
+        if (!waiting.step_pending) continue;
+        waiting.step_pending = false;
+        trace_shift_ =
+            std::async(std::launch::async, [this, in = std::move(*waiting.inputs)]() mutable {
+                TraceShiftDone done = shift_traces(std::move(in));
+                const std::uint64_t one = 1;
+                (void)!::write(trace_shift_done_fd_, &one, sizeof one);
+                return done;
+            });
+        waiting.inputs.reset();
+        return;
+    }
+}
+
+Worker::TraceShiftDone Worker::shift_traces(service::FrameInputs in)
+{
+    service::ScopedLogContext lc(job_log_context(in.job));
+    const auto start = Clock::now();
+    service::test_delay("TRACE_SHIFTS");
+    TraceShiftDone done;
+    // The input PSF, which the frames of its camera share: from the cache.
+    auto psf = psf_for(in);
+    if (!psf.is_ok()) {
+        done.status = psf.status();
+    } else if (in.planes_f32) {
+        step_image_.assign(in.image.begin(), in.image.end());
+        step_weights_.assign(in.weights.begin(), in.weights.end());
+        const Float32ImageView view{in.ny, in.nx, step_image_.data(), step_weights_.data()};
+        done.outcome =
+            service::run_trace_shift_step(in.job, in.image_header, view, *psf.value(), in.psf_file);
+    } else {
+        const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
+        done.outcome =
+            service::run_trace_shift_step(in.job, in.image_header, view, *psf.value(), in.psf_file);
+    }
+    if (psf.is_ok()) {
+        service::record_trace_shifts(done.outcome, in.image_header);
+        if (!done.outcome.failed && done.outcome.method != "none") {
+            // As the reader sends it: the checksum of the PSF the frame is extracted with.
+            in.psf_checksum = wire::hex64(wire::checksum64(in.psf_file.data(), in.psf_file.size()));
+            auto shifted = read_psf_bytes(in.psf_file, in.job.psf);
+            if (shifted.is_ok()) {
+                done.shifted_psf =
+                    std::make_shared<const GaussHermitePsf>(std::move(shifted).value());
+            } else {
+                done.status = shifted.status();
+            }
+        }
+    }
+    done.seconds = seconds_since(start);
+    done.inputs = std::move(in);
+    return done;
+}
+
+void Worker::collect_trace_shifts()
+{
+    if (!trace_shift_.valid()) return;
+    if (trace_shift_.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) return;
+    std::uint64_t signals = 0;
+    (void)!::read(trace_shift_done_fd_, &signals, sizeof signals);
+    TraceShiftDone done = trace_shift_.get();
+    const Job job = done.inputs.job;
+    const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingFrame& w) {
+        return !w.inputs && w.job.job == job.job && w.job.epoch == job.epoch;
+    });
+    // Handed back while its step ran (a drain): another worker has the frame now.
+    if (it == waiting_.end()) return;
+    service::ScopedLogContext lc(job_log_context(job));
+    ctx_.metrics().stage_seconds("trace_shifts").Observe(done.seconds);
+    if (!done.status.is_ok()) {
+        logger()->error("trace-shift step failed: {}", done.status.to_string());
+        fail_frame(job, done.status.to_string());
+        waiting_.erase(it);
+        return;
+    }
+    service::note_trace_shifts(*plane_, job, service::trace_shift_fields(done.outcome));
+    logger()->info("trace-shift step done on the worker wall_s={:.3f} cpu_s={:.3f}", done.seconds,
+                   done.outcome.cpu_seconds);
+    it->inputs = std::move(done.inputs);
+    it->shifted_psf = std::move(done.shifted_psf);
+}
+
+Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in,
+                                              std::shared_ptr<const GaussHermitePsf> psf)
 {
     service::ScopedLogContext lc(job_log_context(in.job));
     const auto start = Clock::now();
     service::test_delay("EXTRACT");
-    EX2D_ASSIGN_OR_RETURN(std::shared_ptr<const GaussHermitePsf> psf, psf_for(in));
+    if (!psf) {
+        EX2D_ASSIGN_OR_RETURN(psf, psf_for(in));
+    }
     EX2D_ASSIGN_OR_RETURN(ExtractionOptions opt, service::options_from_json(in.job.options));
     const ImageView view{in.ny, in.nx, in.image.data(), in.weights.data()};
     EX2D_ASSIGN_OR_RETURN(ExtractedFrame frame, extract_frame(view, *psf, opt, *backend_));
@@ -324,11 +454,23 @@ Result<service::FrameOutputs> Worker::extract(service::FrameInputs& in)
     return out;
 }
 
+bool Worker::front_ready() const
+{
+    return !waiting_.empty() && waiting_.front().inputs && !waiting_.front().step_pending;
+}
+
 void Worker::start_extraction()
 {
     if (extracting_job_ || delivery_->busy() || waiting_.empty()) return;
-    service::FrameInputs in = std::move(waiting_.front());
+    if (!front_ready()) {
+        // Its trace-shift step has not ended: the extraction waits for it (the step's thread
+        // wakes the main loop when it ends).
+        if (!waiting_.front().needed_at) waiting_.front().needed_at = Clock::now();
+        return;
+    }
+    WaitingFrame waiting = std::move(waiting_.front());
     waiting_.pop_front();
+    service::FrameInputs& in = *waiting.inputs;
     if (keeper_->lost(in.job)) {
         keeper_->release(in.job);
         return;
@@ -347,11 +489,19 @@ void Worker::start_extraction()
         logger()->critical("EX2D_TEST_POISON_JOB matches job={}: killing this worker", in.job.job);
         ::raise(SIGKILL);
     }
-    logger()->info("extraction started");
+    if (waiting.step_here) {
+        // 0 when the step ended before the extraction thread was free for the frame.
+        const double wait = waiting.needed_at ? seconds_since(*waiting.needed_at) : 0.0;
+        ctx_.metrics().stage_seconds("trace_shift_wait").Observe(wait);
+        logger()->info("extraction started trace_shift_wait_s={:.3f}", wait);
+    } else {
+        logger()->info("extraction started");
+    }
     keeper_->set_field("current", in.job.job);
     extracting_job_ = in.job;
-    extraction_ = std::async(std::launch::async, [this, in = std::move(in)]() mutable {
-        auto result = extract(in);
+    extraction_ = std::async(std::launch::async, [this, in = std::move(in),
+                                                  psf = std::move(waiting.shifted_psf)]() mutable {
+        auto result = extract(in, std::move(psf));
         return_spare_plane(std::move(in.image));
         return_spare_plane(std::move(in.weights));
         const std::uint64_t one = 1;
@@ -375,17 +525,22 @@ void Worker::collect_extraction()
     if (!result.is_ok()) {
         const std::string error = result.status().to_string();
         logger()->error("extraction failed: {}", error);
-        ctx_.metrics().frames("failed").Increment();
-        auto fence = plane_->fail(job, error, me_);
-        if (fence.is_ok() && fence.value() != Fence::applied) {
-            logger()->warn("failure not recorded: {}", service::to_string(fence.value()));
-        }
-        keeper_->release(job);
+        fail_frame(job, error);
         return;
     }
     ctx_.metrics().stage_seconds("extract").Observe(result.value().extract_seconds);
     ctx_.metrics().frames("extracted").Increment();
     delivery_->start(job, wire::encode(service::encode_result(std::move(result).value())));
+}
+
+void Worker::fail_frame(const Job& job, const std::string& error)
+{
+    ctx_.metrics().frames("failed").Increment();
+    auto fence = plane_->fail(job, error, me_);
+    if (fence.is_ok() && fence.value() != Fence::applied) {
+        logger()->warn("failure not recorded: {}", service::to_string(fence.value()));
+    }
+    keeper_->release(job);
 }
 
 void Worker::send_result()
@@ -417,13 +572,16 @@ bool Worker::step()
     if (Clock::now() >= next_discovery_) discover();
     if (dealer_handshakes_) dealer_handshakes_->poll();
     if (writer_handshakes_) writer_handshakes_->poll();
+    collect_trace_shifts();
     collect_extraction();
     send_result();
     start_extraction();
+    start_trace_shifts();
     ask_for_frames();
-    // Nothing to do until a message, the end of the extraction (its eventfd) or a timer: a
-    // frame that waits while a result waits for a writer's grant is no reason to spin.
-    const bool can_start = !waiting_.empty() && !extracting_job_ && !delivery_->busy();
+    // Nothing to do until a message, the end of the extraction or of a trace-shift step (their
+    // eventfds) or a timer: a frame that waits while a result waits for a writer's grant, or
+    // for its step, is no reason to spin.
+    const bool can_start = front_ready() && !extracting_job_ && !delivery_->busy();
     receive_messages(can_start ? 0 : 100);
     ctx_.metrics().frames_in_memory().Set(
         double(waiting_.size() + (extracting_job_ ? 1 : 0) + (delivery_->busy() ? 1 : 0)));
@@ -432,9 +590,10 @@ bool Worker::step()
 
 void Worker::drain(Clock::time_point deadline)
 {
-    // No new credit from here. Frames not started go back at once; the one extracting is
-    // finished and sent if the deadline allows, else handed back.
-    for (const auto& in : waiting_) hand_back(in.job);
+    // No new credit from here. Frames not started go back at once, one whose trace-shift step
+    // runs too (the step's thread ends on its own and its outcome is dropped); the one
+    // extracting is finished and sent if the deadline allows, else handed back.
+    for (const auto& waiting : waiting_) hand_back(waiting.job);
     waiting_.clear();
     while (Clock::now() < deadline && (extracting_job_ || delivery_->busy())) {
         collect_extraction();

@@ -28,6 +28,17 @@ namespace {
 constexpr double kMaxRms = 0.015;
 constexpr double kMaxMean = 0.01;
 
+/// A science frame of `nspec` fibres on the r grid (5760-7620 A), as every case here simulates.
+SimulationOptions r_frame(std::uint64_t seed, int nspec)
+{
+    SimulationOptions sim;
+    sim.seed = seed;
+    sim.nspec = nspec;
+    sim.wmin = 5760.0;
+    sim.wmax = 7620.0;
+    return sim;
+}
+
 struct Case {
     const char* name;
     test::ShiftOfColumn dx, dy;
@@ -37,11 +48,7 @@ struct Case {
 test::TraceErrors run_case(const GaussHermitePsf& psf, const Case& c, std::uint64_t seed)
 {
     const GaussHermitePsf truth = test::shifted_psf(psf, c.dx, c.dy);
-    SimulationOptions sim;
-    sim.seed = seed;
-    sim.nspec = psf.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
+    SimulationOptions sim = r_frame(seed, psf.nspec());
     sim.flat = c.flat;
     auto frame = simulate_frame(truth, sim);
     EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
@@ -171,12 +178,7 @@ TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
     const GaussHermitePsf truth = test::shifted_psf(
         psf, [](double) { return 0.3; }, [](double) { return -0.2; });
-    SimulationOptions sim;
-    sim.seed = 77;
-    sim.nspec = psf.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(truth, sim);
+    auto frame = simulate_frame(truth, r_frame(77, psf.nspec()));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     PreprocImage& img = frame.value().preproc;
     const test::AmplifierQuadrant quadrant = test::upper_left_quadrant(psf, 249, 6700.0, img.ny);
@@ -205,11 +207,7 @@ TEST(TraceShifts, MaskedAmplifierIsLeftOutAndTheShiftStillRight)
 TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
 {
     const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
-    SimulationOptions sim;
-    sim.nspec = 0;
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(psf, sim);
+    auto frame = simulate_frame(psf, r_frame(1, 0));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     const PreprocImage& img = frame.value().preproc;
     const LargeArray<double> weights = img.weights();
@@ -226,6 +224,46 @@ TEST(TraceShifts, DarkFrameIsRefusedWithItsName)
     ASSERT_FALSE(masked.is_ok());
     EXPECT_NE(masked.status().message().find("preproc-masked.fits: every pixel is masked"),
               std::string::npos);
+}
+
+// The fleet measures a frame on its float32 planes (in the reader) or on float64 copies of
+// them (in a worker): both must give the same shifts to the last bit, so that a frame does not
+// depend on where its step ran.
+TEST(TraceShifts, Float32AndFloat64ViewsGiveTheSameBits)
+{
+    const GaussHermitePsf psf = make_synthetic_psf(Arm::r, 0);
+    const GaussHermitePsf truth = test::shifted_psf(
+        psf, [](double u) { return 0.2 + 0.1 * u; }, [](double) { return -0.15; });
+    auto frame = simulate_frame(truth, r_frame(5, 100));
+    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
+    const PreprocImage& img = frame.value().preproc;
+    const LargeArray<double> weights64 = img.weights();
+    // The values a float32 preproc file holds, in both precisions.
+    std::vector<float> pixels32(img.image.begin(), img.image.end());
+    std::vector<float> weights32(weights64.begin(), weights64.end());
+    const std::vector<double> pixels64(pixels32.begin(), pixels32.end());
+    const std::vector<double> widened(weights32.begin(), weights32.end());
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    opt.nfibers = 100;
+    opt.lines = night_sky_lines();
+    auto a = measure_trace_shifts(
+        Float32ImageView{img.ny, img.nx, pixels32.data(), weights32.data()}, psf, opt, "f32");
+    auto b = measure_trace_shifts(ImageView{img.ny, img.nx, pixels64.data(), widened.data()}, psf,
+                                  opt, "f64");
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    EXPECT_EQ(a.value().xtrace.coef, b.value().xtrace.coef);
+    EXPECT_EQ(a.value().ytrace.coef, b.value().ytrace.coef);
+    ASSERT_EQ(a.value().offsets.size(), b.value().offsets.size());
+    for (std::size_t i = 0; i < a.value().offsets.size(); ++i) {
+        EXPECT_EQ(a.value().offsets[i].delta, b.value().offsets[i].delta) << i;
+        EXPECT_EQ(a.value().offsets[i].error, b.value().offsets[i].error) << i;
+    }
+    const auto x = trace_shift_summary_keys(a.value()), y = trace_shift_summary_keys(b.value());
+    for (std::size_t k = 0; k < x.size(); ++k) EXPECT_EQ(x[k].value, y[k].value) << x[k].name;
+    EXPECT_TRUE(a.value().y_measured);
 }
 
 /// Pulls of one bundle of `frame` extracted with `psf`, through the writer and reader.
@@ -264,12 +302,7 @@ TEST(TraceShifts, ExtractionWithOutputPsfPullsAsWithTruePsf)
     ASSERT_TRUE(psf.is_ok()) << psf.status().to_string();
     const Case& c = kCases[1];
     const GaussHermitePsf truth = test::shifted_psf(psf.value(), c.dx, c.dy);
-    SimulationOptions sim;
-    sim.seed = 3101;
-    sim.nspec = truth.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
-    auto frame = simulate_frame(truth, sim);
+    auto frame = simulate_frame(truth, r_frame(3101, truth.nspec()));
     ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
     const PreprocImage& img = frame.value().preproc;
     const LargeArray<double> weights = img.weights();

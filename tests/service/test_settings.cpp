@@ -58,6 +58,7 @@ TEST(Settings, DefaultsAreTheDeclaredOnes)
     EXPECT_TRUE(WriterSettings::from(config).fsync);
     EXPECT_EQ(WorkerSettings::from(config).backend, "cpu");
     EXPECT_EQ(ReaderSettings::from(config).prefetch, 1);
+    EXPECT_EQ(ReaderSettings::from(config).trace_shifts_in, "reader");
 }
 
 /// A YAML file, EX2D_* variables and flags, later winning, as a service is started.

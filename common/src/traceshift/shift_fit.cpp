@@ -6,12 +6,19 @@
 #include <map>
 #include <string>
 
+#include "blas_threads.hpp"
 #include "ex2d/logging.hpp"
 #include "lapack_fortran.hpp"
 
 namespace ex2d::traceshift {
 
 namespace {
+
+// The fits are a few coefficients, nothing for BLAS threads to share; and OpenBLAS's threaded
+// dpotrf/dpotri do not give the bits of its single-threaded ones, so that a process that runs
+// no extraction (the fleet's reader, whose BLAS the CPU backend never sets) would measure a
+// frame a little differently from one that does (a worker): one thread wherever this links.
+[[maybe_unused]] const bool kBlasSingleThreadedAtLoad = (use_single_threaded_blas(), true);
 
 constexpr double kMedianChi2OfOneDof = 0.4549;  // median of chi2 with one degree of freedom
 constexpr double kRejectSigmas = 5.0;

@@ -199,6 +199,7 @@ wire::OutgoingMessage encode_frame(FrameInputs in, wire::ArrayPart image, wire::
     m.meta["read_seconds"] = in.read_seconds;
     m.meta["fibermap_rows"] = in.fibermap.nrows;
     m.meta["badcolumn_table"] = in.badcolumn_table;
+    m.meta["trace_shifts_in"] = in.trace_shifts_in;
     m.arrays.push_back(std::move(image));
     m.arrays.push_back(std::move(weights));
     const int psf_bytes = int(in.psf_file.size());
@@ -236,6 +237,7 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
     in.weights = std::move(weights_memory);
     m.to_f64(0, in.image);
     m.to_f64(1, in.weights);
+    in.planes_f32 = m.dtype(0) == DType::f32 && m.dtype(1) == DType::f32;
     in.psf_file = m.copy_array<std::uint8_t>(2);
     in.fibermap.fits_bytes = m.copy_array<std::uint8_t>(3);
     in.fibermap.nrows = meta_number<long>(m.meta, "fibermap_rows", 0);
@@ -250,6 +252,13 @@ Result<FrameInputs> decode_frame(const wire::IncomingMessage& m, LargeArray<doub
         in.badcolumn_table != "read") {
         return Status::format("FRAME: badcolumn_table '" + in.badcolumn_table +
                               "' is not none, missing or read");
+    }
+    // A reader from before the setting ran the step itself.
+    in.trace_shifts_in = meta_text(m.meta, "trace_shifts_in");
+    if (in.trace_shifts_in.empty()) in.trace_shifts_in = "reader";
+    if (in.trace_shifts_in != "reader" && in.trace_shifts_in != "worker") {
+        return Status::format("FRAME: trace_shifts_in '" + in.trace_shifts_in +
+                              "' is not reader or worker");
     }
     const std::size_t nbad = m.count(4);
     EX2D_RETURN_NOT_OK(check_count(m, 4, nbad, "badcolumn_column", DType::f64));

@@ -77,6 +77,7 @@ ReaderSettings ReaderSettings::from(const Config& config)
     ReaderSettings s;
     s.prefetch = int(config.get_int("reader.prefetch"));
     s.credit_hold_ms = int(config.get_int("reader.credit_hold_ms"));
+    s.trace_shifts_in = config.get_string("reader.trace_shifts_in");
     return s;
 }
 

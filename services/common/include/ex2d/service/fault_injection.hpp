@@ -8,6 +8,8 @@
 ///     long in that stage, so that a test can kill a process in the middle of a frame (the
 ///     writer's sleep sits between its last lease check and its rename, with the temporary
 ///     file complete: the window a stalled writer must not be able to abuse);
+///   EX2D_TEST_DELAY_TRACE_SHIFTS_MS: the same in a worker's trace-shift step (its own thread),
+///     so that a test can stop a worker while the step runs or make the extraction wait for it;
 ///   EX2D_TEST_POISON_JOB: a worker that receives this job id kills itself with SIGKILL, as a
 ///     frame that crashes its worker would.
 /// Only builds configured with EX2D_TEST_HOOKS=ON (CI, benchmarks) read them. In every other
@@ -20,7 +22,8 @@ namespace ex2d::service {
 
 #if EX2D_TEST_HOOKS
 
-/// Sleeps for EX2D_TEST_DELAY_<STAGE>_MS milliseconds (stage: READ, EXTRACT, WRITE), if set.
+/// Sleeps for EX2D_TEST_DELAY_<STAGE>_MS milliseconds (stage: READ, EXTRACT, WRITE,
+/// TRACE_SHIFTS), if set.
 void test_delay(const char* stage);
 /// True when EX2D_TEST_POISON_JOB names `job_id`.
 bool test_poisoned(const std::string& job_id);

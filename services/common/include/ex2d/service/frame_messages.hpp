@@ -38,6 +38,8 @@ struct FrameInputs {
     int nx = 0;
     LargeArray<double> image;    ///< [ny][nx] electrons
     LargeArray<double> weights;  ///< [ny][nx] ivar with the mask rule applied
+    /// decode_frame: image and weights came as f32, so every value is a float32 one.
+    bool planes_f32 = false;
     std::vector<std::uint8_t> psf_file;
     std::string preproc_checksum, psf_checksum;
     double read_seconds = 0;
@@ -45,6 +47,9 @@ struct FrameInputs {
     /// (`badcolumns` holds the table).
     std::string badcolumn_table = "none";
     BadColumns badcolumns;
+    /// Where the trace-shift step runs (reader.trace_shifts_in): "reader" (done; psf_file is
+    /// the PSF to extract with) or "worker" (psf_file is the job's input PSF).
+    std::string trace_shifts_in = "reader";
 };
 wire::OutgoingMessage encode_frame(FrameInputs inputs);
 /// The same with image and weights already as parts ([ny][nx], f32 or f64; the reader's pooled

@@ -27,7 +27,8 @@ public:
     /// ex2d_frames_total{role,state}: frames this process moved into `state`
     /// (read, extracted, written, skipped, failed, dead, stale).
     prometheus::Counter& frames(const std::string& state);
-    /// ex2d_stage_seconds{stage}: histogram of read, queue_wait, transfer, extract, write.
+    /// ex2d_stage_seconds{stage}: histogram of read, queue_wait, transfer, extract, write,
+    /// trace_shifts and trace_shift_wait (a worker's trace-shift step and the wait for it).
     prometheus::Histogram& stage_seconds(const std::string& stage);
     /// ex2d_bytes_total{direction}: bytes sent or received over ZeroMQ.
     prometheus::Counter& bytes(const std::string& direction);

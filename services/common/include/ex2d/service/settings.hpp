@@ -100,6 +100,9 @@ struct FleetSettings {
 struct ReaderSettings {
     int prefetch = 0;  ///< frames read ahead of the workers' credit
     int credit_hold_ms = 0;
+    /// Where the trace-shift step runs: "reader" (the reader, before it sends the frame) or
+    /// "worker" (the FRAME carries the input PSF and the worker runs it).
+    std::string trace_shifts_in;
 
     static ReaderSettings from(const Config& config);
 };

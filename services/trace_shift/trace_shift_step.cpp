@@ -8,7 +8,7 @@
 #include "ex2d/logging.hpp"
 #include "ex2d/trace_shift_io.hpp"
 
-namespace ex2d::reader {
+namespace ex2d::service {
 
 namespace {
 
@@ -17,13 +17,6 @@ double thread_cpu_seconds()
     timespec t{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
-std::string method_for(const service::Job& job, const FitsHeader& header)
-{
-    if (job.trace_shifts.empty() || job.trace_shifts == "none") return "none";
-    if (job.trace_shifts != "auto") return job.trace_shifts;
-    return trace_shift_method_for_obstype(header.get_string("OBSTYPE").value_or(""));
 }
 
 std::string fixed(double v)
@@ -35,13 +28,20 @@ std::string fixed(double v)
 
 }  // namespace
 
+std::string trace_shift_method(const Job& job, const FitsHeader& header)
+{
+    if (job.trace_shifts.empty() || job.trace_shifts == "none") return "none";
+    if (job.trace_shifts != "auto") return job.trace_shifts;
+    return trace_shift_method_for_obstype(header.get_string("OBSTYPE").value_or(""));
+}
+
 template <typename View>
-TraceShiftOutcome run_trace_shift_step(const service::Job& job, const FitsHeader& image_header,
+TraceShiftOutcome run_trace_shift_step(const Job& job, const FitsHeader& image_header,
                                        const View& image, const GaussHermitePsf& psf,
                                        std::vector<std::uint8_t>& psf_bytes)
 {
     TraceShiftOutcome out;
-    out.method = method_for(job, image_header);
+    out.method = trace_shift_method(job, image_header);
     if (out.method == "none") return out;
     const double c0 = thread_cpu_seconds();
     auto measured =
@@ -80,12 +80,11 @@ TraceShiftOutcome run_trace_shift_step(const service::Job& job, const FitsHeader
     return out;
 }
 
-template TraceShiftOutcome run_trace_shift_step(const service::Job&, const FitsHeader&,
+template TraceShiftOutcome run_trace_shift_step(const Job&, const FitsHeader&,
                                                 const Float32ImageView&, const GaussHermitePsf&,
                                                 std::vector<std::uint8_t>&);
-template TraceShiftOutcome run_trace_shift_step(const service::Job&, const FitsHeader&,
-                                                const ImageView&, const GaussHermitePsf&,
-                                                std::vector<std::uint8_t>&);
+template TraceShiftOutcome run_trace_shift_step(const Job&, const FitsHeader&, const ImageView&,
+                                                const GaussHermitePsf&, std::vector<std::uint8_t>&);
 
 void record_trace_shifts(const TraceShiftOutcome& o, FitsHeader& header)
 {
@@ -111,4 +110,13 @@ std::vector<std::string> trace_shift_fields(const TraceShiftOutcome& o)
             "mindy",         fixed(r.min_dy), "maxdy",         fixed(r.max_dy)};
 }
 
-}  // namespace ex2d::reader
+void note_trace_shifts(ControlPlane& plane, const Job& job, const std::vector<std::string>& fields)
+{
+    auto noted = plane.note_fields(job, fields);
+    if (!noted.is_ok() || noted.value() != Fence::applied) {
+        logger()->warn("trace shifts not recorded in Redis: {}",
+                       noted.is_ok() ? to_string(noted.value()) : noted.status().to_string());
+    }
+}
+
+}  // namespace ex2d::service
