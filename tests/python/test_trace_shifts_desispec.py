@@ -111,7 +111,7 @@ def main():
             np.mean(ox - dx), np.sqrt(np.mean((ox - dx) ** 2)), np.mean(oy - dy),
             np.sqrt(np.mean((oy - dy) ** 2))))
         # desispec recovers x shifts with a -0.011 px constant bias; on this sky its y is
-        # 0.026 px off and ex2d's own line list 0.018 (docs/benchmarks.md).
+        # 0.026 px off and ex2d's own line list 0.018 (docs/benchmarks-log.md, "Trace shifts").
         for axis, ours_, theirs_ in (("x", ox, dx), ("y", oy, dy)):
             rms = np.sqrt(np.mean((ours_ - theirs_) ** 2))
             if rms > 0.03:

@@ -36,7 +36,7 @@ double sum_columns(const double* column_sums, int ncol)
 // three columns left over (a spot's 17 columns leave one) go into a fifth: the row's last four
 // columns with the lanes already summed masked off, which reads nothing outside the overlap.
 // A scalar sum there chained two or three dependent additions a row and set the pace of the
-// whole loop (docs/benchmarks.md, "CPU speed, fourth step"). Overlaps narrower than four
+// whole loop (docs/benchmarks-log.md, "CPU speed, fourth step"). Overlaps narrower than four
 // columns are summed one column at a time.
 double overlap_sum(const double* a, const double* b, int stride, int nrows, int ncol)
 {

@@ -10,7 +10,7 @@
 // on dependent sums, not on arithmetic. Here each step's matrix-vector product and rank-2
 // update run over four columns of the lower triangle at once with four-wide vectors, and Q
 // takes two reflectors a pass: a third to a half of the time of LAPACK's dsytrd and dorgtr
-// on these blocks (docs/benchmarks.md, "CPU speed, fourth step").
+// on these blocks (docs/benchmarks-log.md, "CPU speed, fourth step").
 
 #include <vector>
 

@@ -4,7 +4,7 @@
 // cuBLAS and cuSOLVER are opened with dlopen when the first CUDA backend is made, not linked
 // into the program: loading them (and cuBLASLt, cuSPARSE and nvJitLink, which they need) cost
 // every process of a CUDA-enabled build 0.05-0.2 CPU-seconds and about 250 MB of resident
-// memory before main(), CPU runs and `ex2d --version` included (docs/benchmarks.md). The
+// memory before main(), CPU runs and `ex2d --version` included (docs/benchmarks-log.md). The
 // members carry the libraries' own names (after their headers' _v2 macros), so that a call
 // reads as the direct call would: cuda_libraries().cublasCreate(&handle).
 

@@ -28,7 +28,7 @@ bool have_gzip_encoder()
 Result<ByteBuffer> gzip_encode(const std::string& path, const std::uint8_t* in, std::size_t size)
 {
     // Level 1: on extracted frames (float32 noise, which no deflate level shrinks much) it is
-    // 14x faster than CFITSIO's zlib level 1 for 5% more bytes (docs/benchmarks.md,
+    // 14x faster than CFITSIO's zlib level 1 for 5% more bytes (docs/benchmarks-log.md,
     // "Data plane, writer"); higher ISA-L levels cost more and saved nothing there.
     constexpr std::uint32_t kLevel = 1;
     if (size > 0xffffffffu) return Status::invalid(path + ": too large to gzip in one call");
@@ -123,7 +123,7 @@ std::uint8_t* bounce_buffer()
 /// through the bounce buffer with its last block zero-padded, then the file is cut back to
 /// `size`. Bypassing the page cache saves the writer the kernel's copy into newly allocated
 /// cache pages, which cost 0.13-0.17 CPU-s per 70 MB frame once the cache keeps growing
-/// (docs/benchmarks.md, "Writer: O_DIRECT"). Returns 0 or an errno.
+/// (docs/benchmarks-log.md, "Writer: O_DIRECT"). Returns 0 or an errno.
 int write_direct(int fd, const std::uint8_t* data, std::size_t size)
 {
     std::size_t done = 0;

@@ -7,7 +7,7 @@
 /// mmap and returns them with munmap, so every transfer paid for the kernel zeroing new pages
 /// (two thirds of its CPU time). The services link jemalloc where it is found and keep its
 /// large extents in one arena whose freed pages are reused for the next message
-/// (docs/benchmarks.md, "Data plane, transfers").
+/// (docs/benchmarks-log.md, "After linking jemalloc").
 
 #include <string>
 
