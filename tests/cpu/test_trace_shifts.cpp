@@ -39,6 +39,35 @@ SimulationOptions r_frame(std::uint64_t seed, int nspec)
     return sim;
 }
 
+/// A simulated frame and the weights its view reads.
+struct SimulatedView {
+    SimulatedFrame frame;
+    LargeArray<double> weights;
+    ImageView view() const
+    {
+        const PreprocImage& img = frame.preproc;
+        return ImageView{img.ny, img.nx, img.image.data(), weights.data()};
+    }
+};
+
+SimulatedView simulate_view(const GaussHermitePsf& truth, const SimulationOptions& sim)
+{
+    auto frame = simulate_frame(truth, sim);
+    EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
+    SimulatedView out{std::move(frame).value(), {}};
+    out.weights = out.frame.preproc.weights();
+    return out;
+}
+
+/// desi_proc's science degrees: x and y shifts of degree 2 across fibres.
+TraceShiftOptions science_degrees()
+{
+    TraceShiftOptions opt;
+    opt.degxx = 2;
+    opt.degyx = 2;
+    return opt;
+}
+
 struct Case {
     const char* name;
     test::ShiftOfColumn dx, dy;
@@ -50,17 +79,10 @@ test::TraceErrors run_case(const GaussHermitePsf& psf, const Case& c, std::uint6
     const GaussHermitePsf truth = test::shifted_psf(psf, c.dx, c.dy);
     SimulationOptions sim = r_frame(seed, psf.nspec());
     sim.flat = c.flat;
-    auto frame = simulate_frame(truth, sim);
-    EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
-    const PreprocImage& img = frame.value().preproc;
-    const LargeArray<double> weights = img.weights();
-    const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
-
-    TraceShiftOptions opt;
-    opt.degxx = 2;
-    opt.degyx = 2;
+    const SimulatedView frame = simulate_view(truth, sim);
+    TraceShiftOptions opt = science_degrees();
     if (!c.flat) opt.lines = night_sky_lines();
-    auto result = measure_trace_shifts(view, psf, opt, c.name);
+    auto result = measure_trace_shifts(frame.view(), psf, opt, c.name);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     if (!result.is_ok()) return {};
     const test::TraceErrors e =
@@ -130,22 +152,12 @@ TEST(TraceShifts, ReferenceSpectrumModelsNeighboursTheLinesMiss)
     const GaussHermitePsf truth = test::shifted_psf(
         psf, [](double) { return 0.2; }, [](double u) { return -0.3 + 0.2 * u; });
     const TabulatedSpectrum sky = sky_with_unlisted_neighbours();
-    SimulationOptions sim;
-    sim.seed = 41;
-    sim.nspec = psf.nspec();
-    sim.wmin = 5760.0;
-    sim.wmax = 7620.0;
+    SimulationOptions sim = r_frame(41, psf.nspec());
     sim.sky_spectrum_wave = sky.wave;
     sim.sky_spectrum_flux = sky.flux;
-    auto frame = simulate_frame(truth, sim);
-    ASSERT_TRUE(frame.is_ok()) << frame.status().to_string();
-    const PreprocImage& img = frame.value().preproc;
-    const LargeArray<double> weights = img.weights();
-    const ImageView view{img.ny, img.nx, img.image.data(), weights.data()};
-
-    TraceShiftOptions opt;
-    opt.degxx = 2;
-    opt.degyx = 2;
+    const SimulatedView frame = simulate_view(truth, sim);
+    const ImageView view = frame.view();
+    TraceShiftOptions opt = science_degrees();
     auto lines = lines_from_spectrum(sky.wave, sky.flux, "sky");
     ASSERT_TRUE(lines.is_ok()) << lines.status().to_string();
     opt.lines = lines.value();
