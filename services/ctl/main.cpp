@@ -147,6 +147,7 @@ void add_fleet_commands(CLI::App& app, CommandArgs& a)
                               "campaign, with the fleet's state where Redis answers (qa --help)");
     a.qa->prefix_command();
     a.qa->set_help_flag();
+    a.qa->fallthrough(false);  // every argument, --help included, is the report's
 }
 
 /// The global options given, as ex2dctl's own arguments for the report's `status` calls.
@@ -251,6 +252,9 @@ int main(int argc, char** argv)
 {
     CLI::App app{"ex2dctl: operate the ex2d extraction fleet through its Redis control plane"};
     app.require_subcommand(1);
+    // The options above the subcommand also after it (`ex2dctl status --json`), as an
+    // operator types them; subcommands created below inherit this.
+    app.fallthrough();
     GlobalArgs global;
     ctl::SubmitArgs sub;
     CommandArgs commands;

@@ -164,6 +164,13 @@ TEST(FleetCtl, OverdueHeartbeatIsShownAsStale)
     for (const auto& p : status["processes"]) state[p["name"]] = p["state"];
     EXPECT_EQ(state["worker-old"], "stale");
     EXPECT_EQ(state["worker-new"], "ready");
+
+    // The global options also after the subcommand, as an operator types them.
+    ASSERT_EQ(fleet.ctl({"status", "--json"}, &out), 0) << out;
+    const auto status_after = nlohmann::json::parse(out);
+    std::map<std::string, std::string> state_after;
+    for (const auto& p : status_after["processes"]) state_after[p["name"]] = p["state"];
+    EXPECT_EQ(state_after, state);
 }
 
 }  // namespace

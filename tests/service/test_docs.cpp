@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The docs against the code: every configuration key the docs name is one of config_keys()
 // (config/ex2d.yaml is checked against them in test_config.cpp), and every ex2d option that
-// docs/usage.md documents is in that subcommand's --help. A failure names the key or the
-// option and the file.
+// docs/usage.md documents is in that subcommand's --help, and every option of an `ex2d` or
+// `ex2dctl` command line the docs show (code blocks and inline code, on any page) is in the
+// --help of the (sub)command it follows. A failure names the key or the option and the file.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -227,6 +228,148 @@ TEST(Docs, UsageOptionsAreInTheirSubcommandsHelp)
     }
     EXPECT_GT(documented.size(), 50u) << "docs/usage.md's option tables were not found";
     EXPECT_GE(help.size(), 4u) << "docs/usage.md's subcommands were not found";
+}
+
+/// A piece of code the docs show, and where it starts.
+struct CommandLine {
+    std::string text;
+    std::string where;
+};
+
+/// Code the docs show: fenced blocks (a line ending in a backslash continues) and inline
+/// code spans elsewhere.
+std::vector<CommandLine> shown_code(const fs::path& page)
+{
+    const std::string text = read_text(page);
+    const std::regex span("`([^`\n]+)`");
+    std::vector<CommandLine> out;
+    std::stringstream lines(text);
+    bool fenced = false;
+    std::string pending;
+    int number = 0, pending_line = 0;
+    for (std::string line; std::getline(lines, line);) {
+        ++number;
+        if (line.find("```") != std::string::npos) {
+            fenced = !fenced;
+            continue;
+        }
+        const std::string where =
+            fs::relative(page, kSource).string() + ":" + std::to_string(number);
+        if (!fenced) {
+            for (std::sregex_iterator m(line.begin(), line.end(), span), end; m != end; ++m) {
+                out.push_back({(*m)[1], where});
+            }
+            continue;
+        }
+        if (pending.empty()) pending_line = number;
+        if (!line.empty() && line.back() == '\\') {
+            pending += line.substr(0, line.size() - 1) + " ";
+            continue;
+        }
+        out.push_back({pending + line,
+                       fs::relative(page, kSource).string() + ":" + std::to_string(pending_line)});
+        pending.clear();
+    }
+    return out;
+}
+
+/// The subcommands a --help lists under "Subcommands:".
+std::set<std::string> listed_subcommands(const std::string& help)
+{
+    std::set<std::string> out;
+    const auto at = help.find("\nSubcommands:\n");
+    if (at == std::string::npos) return out;
+    std::stringstream lines(help.substr(at + 14));
+    const std::regex entry("^  ([a-z][a-z0-9-]*)\\s.*");
+    for (std::string line; std::getline(lines, line) && !line.empty();) {
+        std::smatch m;
+        if (std::regex_match(line, m, entry)) out.insert(m[1]);
+    }
+    return out;
+}
+
+/// Whether `help` lists `option` (as "-s," "--threads" "--log-level TEXT" ...).
+bool lists_option(const std::string& help, const std::string& option)
+{
+    return std::regex_search(help, std::regex("(^|[\\s,])" + option + "([\\s,=:]|$)"));
+}
+
+/// The commands of a piece of shell: split at `;`, `&&`, `||`, `|`, `$(` and `(`.
+std::vector<std::string> shell_commands(const std::string& code)
+{
+    std::vector<std::string> out;
+    const std::regex separator(";|&&|\\|\\||\\||\\$\\(|\\(|\\bdo\\b|\\bthen\\b");
+    std::sregex_token_iterator part(code.begin(), code.end(), separator, -1), end;
+    for (; part != end; ++part) out.push_back(*part);
+    return out;
+}
+
+// Beyond the option tables: a command line anywhere in the docs, e.g. `ex2d bench -p psf.fits
+// --threads 1` or `ex2dctl status --exposure 12345`, uses only options of the command it names,
+// or of a command above it that lets them fall through (asked by running it with --help).
+// The tool must be the command's program (after variable assignments, sudo, exec or a path);
+// a redirection or comment ends the command.
+TEST(Docs, CommandLinesTheDocsShowUseRealOptions)
+{
+    const std::map<std::string, std::string> tools = {{"ex2d", EX2D_TOOL_PATH},
+                                                      {"ex2dctl", EX2DCTL_TOOL_PATH}};
+    const std::regex invocation(
+        "^\\s*(?:[A-Za-z_][A-Za-z0-9_]*=\\S*\\s+)*(?:(?:sudo|exec|time)\\s+)*"
+        "(?:\\S*/)?(ex2dctl|ex2d)((?:\\s+[^>#]*)?)$");
+    const std::regex token("\\S+");
+    const std::regex option_form("^(--?[A-Za-z][A-Za-z0-9-]*)(=.*)?$");
+    std::map<std::string, ex2d::test::RunResult> runs;
+    const auto run = [&](const std::string& tool, const std::string& args) {
+        const std::string key = tool + " " + args;
+        if (runs.count(key) == 0) runs[key] = ex2d::test::run_command(args, "", tools.at(tool));
+        return runs[key];
+    };
+    const auto help_of = [&](const std::string& tool, const std::string& path) {
+        const auto r = run(tool, path + " --help");
+        EXPECT_EQ(r.exit_code, 0) << tool << " " << path << " --help:\n" << r.output;
+        return r.output;
+    };
+    int checked = 0;
+    for (const fs::path& page : doc_pages()) {
+        for (const CommandLine& code : shown_code(page)) {
+            for (const std::string& command : shell_commands(code.text)) {
+                std::smatch m;
+                if (!std::regex_match(command, m, invocation)) continue;
+                const std::string tool = m[1], rest = m[2];
+                std::vector<std::string> path;  // the subcommands so far: {"campaign", "pause"}
+                const auto joined = [](const std::vector<std::string>& words, std::size_t n) {
+                    std::string out;
+                    for (std::size_t i = 0; i < n; ++i) out += (i ? " " : "") + words[i];
+                    return out;
+                };
+                bool first = true;
+                for (std::sregex_iterator t(rest.begin(), rest.end(), token), tend; t != tend;
+                     ++t, first = false) {
+                    const std::string word = (*t)[0];
+                    const std::string here = joined(path, path.size());
+                    std::smatch o;
+                    if (std::regex_match(word, o, option_form)) {
+                        ++checked;
+                        const std::string option = o[1];
+                        bool known = lists_option(help_of(tool, here), option);
+                        for (std::size_t n = path.size(); !known && n-- > 0;) {
+                            known = lists_option(help_of(tool, joined(path, n)), option) &&
+                                    run(tool, here + " " + option + " --help")
+                                            .output.find("not expected") == std::string::npos;
+                        }
+                        EXPECT_TRUE(known)
+                            << code.where << " shows `" << code.text << "`: " << tool
+                            << (here.empty() ? "" : " " + here) << " has no option " << option;
+                    } else if (listed_subcommands(help_of(tool, here)).count(word) != 0) {
+                        path.push_back(word);
+                    } else if (first) {
+                        break;  // "ex2d is ...": prose, not a command line
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 100) << "the docs' command lines were not found: has their form changed?";
 }
 
 }  // namespace
