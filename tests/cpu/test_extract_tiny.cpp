@@ -2,6 +2,7 @@
 // Extraction of a small forward-modelled frame on an in-memory PSF: pulls, determinism,
 // masked and failing patches. Needs no files.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -310,6 +311,37 @@ TEST(ExtractTiny, IndefiniteIcovFailsItsPatchAloneAndSaysWhy)
     for (double v : failed.flux) EXPECT_EQ(v, 0.0);
     for (double v : failed.ivar) EXPECT_EQ(v, 0.0);
     for (double v : failed.resolution) EXPECT_EQ(v, 0.0);
+}
+
+// The Python module's Ctrl-C: a cancel flag raised from the progress callback stops the CPU
+// backend between patches (the patches already taken finish), and the frame is dropped with
+// StatusCode::cancelled; the same backend then extracts the next frame whole.
+TEST(ExtractTiny, CancelStopsBetweenPatchesAndTheBackendExtractsAgain)
+{
+    const TinySetup setup(11);
+    auto backend = make_cpu_backend(2);
+    std::atomic<bool> cancel{false};
+    long reported = 0, total = 0;
+    const auto progress = [&](long done, long all) {
+        reported = done;
+        total = all;
+        if (done == 3) cancel = true;
+    };
+    const auto stopped =
+        extract_frame(setup.view(), setup.psf, setup.opt, *backend, progress, &cancel);
+    ASSERT_FALSE(stopped.is_ok());
+    EXPECT_EQ(stopped.status().code(), StatusCode::cancelled);
+    EXPECT_EQ(stopped.status().to_string().rfind("cancelled: the extraction was stopped", 0), 0u)
+        << stopped.status().to_string();
+    ASSERT_GT(total, 20);
+    // Two threads: each finishes the patch it holds, so at most 3 + 1 are reported.
+    EXPECT_GE(reported, 3);
+    EXPECT_LE(reported, 4);
+
+    cancel = false;
+    const auto whole = extract_frame(setup.view(), setup.psf, setup.opt, *backend, {}, &cancel);
+    ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+    EXPECT_EQ(whole.value().flux, setup.extract(2).flux);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 /// The frame-level driver: plans the patches (desispec's patch geometry; docs/algorithm-notes.md),
 /// runs a backend, stitches the core blocks into a frame and applies the mask rules.
 
+#include <atomic>
 #include <vector>
 
 #include "ex2d/extraction_backend.hpp"
@@ -49,10 +50,12 @@ PatchBatch plan_batch(const ImageView& image, const GaussHermitePsf& psf,
                       const ExtractionOptions& opt, const WaveGrids& grids);
 
 /// Extracts a frame from pixels and weights in memory. `image.weights` must already be
-/// zero at masked pixels (see PreprocImage::weights()).
+/// zero at masked pixels (see PreprocImage::weights()). When `cancel` turns true before the
+/// backend has finished, the frame is dropped and the status is StatusCode::cancelled.
 Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermitePsf& psf,
                                      const ExtractionOptions& opt, ExtractionBackend& backend,
-                                     const ProgressCallback& progress = {});
+                                     const ProgressCallback& progress = {},
+                                     const std::atomic<bool>* cancel = nullptr);
 
 /// BAD2DFIT rule of desispec PR #2612: chi2pix > 5 x median over fibres at that wavelength
 /// and > 5 x median over wavelengths of that fibre, medians over the whole frame.

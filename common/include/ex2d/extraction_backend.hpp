@@ -6,6 +6,7 @@
 /// results and statuses out. The CPU backend (LAPACK, threads) is always built; the CUDA
 /// backend is built when nvcc is found and is otherwise a stub that throws NotCompiled.
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -48,6 +49,11 @@ struct PatchBatch {
     double regularize = 0.0;
     double psferr = 0.01;
     bool want_model = false;  ///< a model_image call will follow (device backends reserve for it)
+    /// Set by the caller to stop early (Ctrl-C in the Python module): a backend looks at it
+    /// between patches (CPU) or chunks (CUDA) and returns with the rest unsolved. Null: never.
+    const std::atomic<bool>* cancel = nullptr;
+
+    bool cancelled() const { return cancel != nullptr && cancel->load(std::memory_order_relaxed); }
 };
 
 /// What a backend needs to draw the model image A . xflux of a stitched frame.

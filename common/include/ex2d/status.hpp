@@ -23,6 +23,7 @@ enum class StatusCode {
     numerical_error,     ///< a computation produced no usable result
     not_compiled,        ///< the requested backend is not part of this build
     device_unavailable,  ///< the backend is built but no usable device is present
+    cancelled,           ///< the caller asked the operation to stop (Ctrl-C in Python)
 };
 
 /// Short name of a status code, e.g. "format error".

@@ -146,7 +146,8 @@ PatchBatch plan_batch(const ImageView& image, const GaussHermitePsf& psf,
 
 Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermitePsf& psf,
                                      const ExtractionOptions& opt, ExtractionBackend& backend,
-                                     const ProgressCallback& progress)
+                                     const ProgressCallback& progress,
+                                     const std::atomic<bool>* cancel)
 {
     EX2D_RETURN_NOT_OK(psf.validate());
     EX2D_RETURN_NOT_OK(validate_options(psf, opt));
@@ -167,7 +168,8 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
             "positive weight\"",
             usable.masked());
     }
-    const PatchBatch batch = plan_batch(usable.view(), psf, opt, grids);
+    PatchBatch batch = plan_batch(usable.view(), psf, opt, grids);
+    batch.cancel = cancel;
     EX2D_RETURN_NOT_OK(backend.check_batch(batch));
 
     ExtractedFrame frame;
@@ -188,6 +190,11 @@ Result<ExtractedFrame> extract_frame(const ImageView& image, const GaussHermiteP
 
     std::vector<PatchResult> results;
     backend.extract(batch, results, frame.stage_times, progress);
+    if (batch.cancelled()) {
+        return Status(StatusCode::cancelled, "the extraction was stopped before its " +
+                                                 std::to_string(batch.patches.size()) +
+                                                 " patches were solved");
+    }
     frame.npatch = long(results.size());
     for (size_t i = 0; i < results.size(); ++i) {
         const PatchGeometry& p = batch.patches[i];

@@ -20,6 +20,8 @@ const char* to_string(StatusCode code)
             return "not compiled";
         case StatusCode::device_unavailable:
             return "device unavailable";
+        case StatusCode::cancelled:
+            return "cancelled";
     }
     return "unknown";
 }

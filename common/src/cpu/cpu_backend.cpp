@@ -123,6 +123,7 @@ public:
         const std::vector<SpotWindow> windows =
             spot_windows(batch.patches, *batch.psf, nthreads_, spot_window_bytes_);
         for (const SpotWindow& window : windows) {
+            if (batch.cancelled()) break;
             const double t0 = cpu::process_cpu_seconds();
             const std::vector<double> waves(batch.padded_wave->begin() + window.wave_begin,
                                             batch.padded_wave->begin() + window.wave_end);
@@ -134,7 +135,8 @@ public:
 
             std::atomic<size_t> next{0};
             auto worker = [&](int t) {
-                for (size_t k = next++; k < window.patches.size(); k = next++) {
+                for (size_t k = next++; k < window.patches.size() && !batch.cancelled();
+                     k = next++) {
                     const size_t i = window.patches[k];
                     cpu::solve_patch(batch.patches[i], bundle_spots, batch.image, batch.regularize,
                                      batch.psferr, workspaces_[t], results[i], thread_times[t]);

@@ -134,6 +134,7 @@ public:
         long done = 0;
         const long total = long(batch.patches.size());
         for (const PatchChunk& chunk : plan.chunks) {
+            if (batch.cancelled()) break;
             solver_.evaluate_spots(frame_.psf(), frame_.padded_wave(), chunk, times);
             solve_chunk(batch, layout, chunk, results, times);
             done += long(chunk.npatch());
