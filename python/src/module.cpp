@@ -23,6 +23,8 @@
 #include "ex2d/input_checks.hpp"
 #include "ex2d/preproc.hpp"
 #include "ex2d/psf_io.hpp"
+#include "ex2d/timing_file.hpp"
+#include "commands.hpp"
 #include "python_errors.hpp"
 #include "python_log.hpp"
 
@@ -152,39 +154,63 @@ PreprocImage preproc_from_arrays(const py::handle& image, const py::handle& ivar
     return out;
 }
 
-/// Runs extract_frame on a thread of its own while this one, the caller's, waits with the GIL
-/// released and looks for signals every 100 ms: Ctrl-C raises the flag the backend checks
-/// between patches, and KeyboardInterrupt is raised once the engine has stopped.
-ExtractedFrame extract_interruptibly(const ImageView& view, const GaussHermitePsf& psf,
-                                     const ExtractionOptions& opt, ExtractionBackend& backend)
+/// Runs `work` on a thread of its own while this one, the caller's, waits with the GIL
+/// released and looks for signals every 100 ms: Ctrl-C raises `cancel`, which the engine
+/// checks between patches, and KeyboardInterrupt is raised once `work` has returned. Its
+/// result or exception is then dropped: an interrupted call has no result.
+template <typename Work>
+auto run_interruptibly(Work work, std::atomic<bool>& cancel) -> decltype(work())
 {
-    std::atomic<bool> cancel{false};
-    std::future<Result<ExtractedFrame>> running;
+    std::future<decltype(work())> running;
     {
         py::gil_scoped_release released;
-        running = std::async(std::launch::async,
-                             [&] { return extract_frame(view, psf, opt, backend, {}, &cancel); });
+        running = std::async(std::launch::async, std::move(work));
     }
-    bool interrupted = false;
     for (;;) {
         std::future_status state;
         {
             py::gil_scoped_release released;
             state = running.wait_for(std::chrono::milliseconds(100));
         }
-        if (state == std::future_status::ready) break;
+        if (state == std::future_status::ready) return running.get();
         if (PyErr_CheckSignals() != 0) {
-            interrupted = true;
             cancel = true;
-            py::gil_scoped_release released;
-            running.wait();
-            break;
+            {
+                py::gil_scoped_release released;
+                running.wait();
+            }
+            throw py::error_already_set();
         }
     }
-    Result<ExtractedFrame> result = running.get();
-    if (interrupted) throw py::error_already_set();
+}
+
+ExtractedFrame extract_interruptibly(const ImageView& view, const GaussHermitePsf& psf,
+                                     const ExtractionOptions& opt, ExtractionBackend& backend)
+{
+    std::atomic<bool> cancel{false};
+    Result<ExtractedFrame> result = run_interruptibly(
+        [&] { return extract_frame(view, psf, opt, backend, {}, &cancel); }, cancel);
     if (!result.is_ok()) raise(result.status(), kExitRuntime);
     return std::move(result).value();
+}
+
+/// One ex2d command line in this process (tool::run_in_process), interruptible; the steps
+/// the extract command timed, {name: (start, stop)} in seconds since the epoch.
+py::dict run_command_line(const std::vector<std::string>& args)
+{
+    follow_python_log_level();
+    std::atomic<bool> cancel{false};
+    StepTimer steps;
+    const tool::RunContext context{false, &cancel, &steps};
+    try {
+        run_interruptibly([&] { tool::run_in_process(args, context); }, cancel);
+    } catch (const tool::CommandExit& e) {
+        raise(e.code(), e.what());
+    }
+    py::dict out;
+    for (const auto& [name, step] : steps)
+        out[py::str(name)] = py::make_tuple(step.start_unix, step.stop_unix);
+    return out;
 }
 
 py::object extract(const py::handle& image, const py::handle& ivar, const py::handle& mask,
@@ -366,6 +392,13 @@ PYBIND11_MODULE(_ex2d, m)
         },
         py::arg("path"),
         "Reads a preproc file (IMAGE, IVAR, MASK; non-finite pixels masked as ex2d extract does)");
+    m.def("run", &run_command_line, py::arg("args"),
+          "Runs one ex2d command line in this process, as the ex2d program runs it, e.g. "
+          "run(['extract', '-i', 'preproc.fits', '-p', 'psf.fits', '-o', 'frame.fits']): the same "
+          "code, files and log lines (into logging). A failure raises the class of the program's "
+          "exit code with its message; Ctrl-C stops an extraction (KeyboardInterrupt, no frame "
+          "written). Returns the extract command's steps, {'read'|'extract'|'write': (start, "
+          "stop)} in seconds since the epoch; {} for other commands.");
     m.def("extract", &extract, py::arg("image"), py::arg("ivar"), py::arg("mask"), py::arg("psf"),
           py::kw_only(), py::arg("wavelength") = py::none(), py::arg("specmin") = 0,
           py::arg("nspec") = py::none(), py::arg("backend") = "cpu", py::arg("threads") = 0,

@@ -211,7 +211,7 @@ void run_extract(ExtractArgs& args)
     StepTimer timer;  // desi_proc's --timingfile steps: read, extract, write
     timer["read"].start_unix = unix_now();
     if (args.verbose) set_log_level("debug");
-    install_interrupt_cleanup();
+    if (run_context().owns_signals) install_interrupt_cleanup();
     check_desispec_options(args);
     check_option_values(args);
 
@@ -274,7 +274,8 @@ void run_extract(ExtractArgs& args)
     const double cpu_before = process_cpu_seconds();
     ExtractionProgress progress("extract " + ids);
     ExtractedFrame frame = value_or_exit(
-        extract_frame(view, psf, args.opt, *backend, progress.callback()), kExitRuntime);
+        extract_frame(view, psf, args.opt, *backend, progress.callback(), run_context().cancel),
+        kExitRuntime);
     progress.finish();
     const double extract_seconds = std::chrono::duration<double>(Clock::now() - t_extract).count();
     const double extract_cpu = process_cpu_seconds() - cpu_before;
@@ -295,6 +296,7 @@ void run_extract(ExtractArgs& args)
     timer["write"].start_unix = unix_now();
     write_outputs(args, frame, prov);
     timer["write"].stop_unix = unix_now();
+    if (run_context().steps != nullptr) *run_context().steps = timer;
     const double write_seconds = std::chrono::duration<double>(Clock::now() - t_write).count();
     if (!args.timingfile.empty()) {
         exit_on_error(record_step_timings(args.timingfile, {timer}, {"read", "extract", "write"}),

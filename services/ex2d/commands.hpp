@@ -6,12 +6,15 @@
 /// `app`; the callback it installs returns through ex2d::CommandExit (exit code + one-line
 /// reason) so that main() prints one line and exits non-zero on failure.
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "ex2d/exit_codes.hpp"
+#include "ex2d/timing_file.hpp"
 
 namespace ex2d::tool {
 
@@ -25,6 +28,24 @@ public:
 private:
     int code_;
 };
+
+/// How the subcommands run: as the ex2d program, which owns SIGINT and SIGTERM (they end it
+/// once its temporary files are removed), or inside another process, the Python module,
+/// which owns its signals and stops an extraction through `cancel`.
+struct RunContext {
+    bool owns_signals = true;
+    const std::atomic<bool>* cancel = nullptr;  ///< extract_frame's cancel flag; null: none
+    StepTimer* steps = nullptr;  ///< where `extract` leaves its read, extract and write steps
+};
+/// The context of the subcommand running on this thread (the program's by default).
+const RunContext& run_context();
+
+/// Registers every subcommand on `app`.
+void add_commands(CLI::App& app);
+/// Runs one command line (`args` without the program's name, e.g. {"extract", "-i", ...})
+/// in this process under `context`; a failure throws CommandExit, as in the program, and a
+/// usage error its CommandExit(kExitUsage, CLI11's message). --help is refused: it prints.
+void run_in_process(const std::vector<std::string>& args, const RunContext& context);
 
 void add_extract_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);

@@ -60,12 +60,7 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember(ex2d::log_level_names()))
         ->capture_default_str();
     app.set_version_flag("--version", "ex2d " EX2D_VERSION);
-    ex2d::tool::add_extract_command(app);
-    ex2d::tool::add_simulate_command(app);
-    ex2d::tool::add_make_psf_command(app);
-    ex2d::tool::add_accuracy_command(app);
-    ex2d::tool::add_bench_command(app);
-    ex2d::tool::add_trace_shifts_command(app);
+    ex2d::tool::add_commands(app);
     app.parse_complete_callback([&] { ex2d::set_log_level(log_level); });
     std::vector<char*> args = arguments_for(argc, argv);
     try {

@@ -253,3 +253,68 @@ def test_log_lines_reach_pythons_logging(tmp_path, frame_files, caplog):
     assert any(r.levelno == logging.WARNING and "3" in r.getMessage() for r in lines), \
         [r.getMessage() for r in lines]
     assert (pre.mask[5, 7:10] != 0).all() and (pre.ivar[5, 7:10] == 0).all()
+
+
+def same_files(path_a, path_b):
+    """Every HDU's data and header card equal; CHECKSUM only differs (its comment carries the
+    time of writing)."""
+    with fits.open(path_a) as a, fits.open(path_b) as b:
+        assert [h.name for h in a] == [h.name for h in b]
+        for x, y in zip(a, b):
+            if hasattr(x, "columns"):
+                assert x.columns.names == y.columns.names, x.name
+                for column in x.columns.names:
+                    assert np.array_equal(x.data[column], y.data[column]), (x.name, column)
+            else:
+                assert np.array_equal(x.data, y.data), x.name
+            keys = [k for k in x.header if k != "CHECKSUM"]
+            assert keys == [k for k in y.header if k != "CHECKSUM"], x.name
+            for key in keys:
+                assert x.header[key] == y.header[key], (x.name, key)
+
+
+def test_extract_file_writes_the_programs_frame_in_process(tmp_path, frame_files, caplog):
+    output, model = tmp_path / "frame.fits", tmp_path / "model.fits"
+    with caplog.at_level(logging.INFO, logger="ex2d"):
+        steps = ex2d.extract_file(frame_files["preproc"], frame_files["psf"], output,
+                                  model=model, wavelength=(6000.0, 6160.0, 0.8), nspec=NSPEC,
+                                  threads=2, backend="cpu")
+    same_files(frame_files["frame"], output)
+    same_files(frame_files["model"], model)
+    assert sorted(steps) == ["extract", "read", "write"]
+    assert steps["read"][0] <= steps["read"][1] <= steps["extract"][0] <= steps["extract"][1]
+    assert steps["extract"][1] <= steps["write"][0] <= steps["write"][1]
+    # The program's log lines, live in Python's logging: progress and the final line.
+    messages = [r.getMessage() for r in caplog.records if r.name == "ex2d"]
+    assert any(m.startswith("progress task=extract") for m in messages), messages
+    assert any(m.startswith("extract done") and f"output={output}" in m for m in messages)
+
+
+def test_command_line_errors_are_the_programs(tmp_path, frame_files):
+    with pytest.raises(ex2d.InputError, match="missing.fits") as raised:
+        ex2d.extract_file(tmp_path / "missing.fits", frame_files["psf"], tmp_path / "f.fits",
+                          nspec=NSPEC)
+    assert raised.value.exit_code == 3
+    with pytest.raises(ex2d.UsageError, match="--psferr must be >= 0"):
+        ex2d.extract_file(frame_files["preproc"], frame_files["psf"], tmp_path / "f.fits",
+                          psferr=-1, nspec=NSPEC)
+    with pytest.raises(ex2d.UsageError, match="spectra 0..499 exceed the PSF's 50 fibres"):
+        ex2d.extract_file(frame_files["preproc"], frame_files["psf"], tmp_path / "f.fits")
+    with pytest.raises(ex2d.UsageError, match="--no-such-option"):
+        ex2d.run(["extract", "-i", "a", "-p", "b", "-o", "c", "--no-such-option"])
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ex2d.OutputError, match="cannot write frame") as raised:
+        ex2d.extract_file(frame_files["preproc"], frame_files["psf"],
+                          tmp_path / "file" / "f.fits", nspec=NSPEC)
+    assert raised.value.exit_code == 4 and isinstance(raised.value, OSError)
+    assert not list(tmp_path.glob("f.fits*"))
+
+
+def test_ctrl_c_in_extract_file_leaves_no_file(tmp_path, frame_files):
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        ex2d.extract_file(frame_files["preproc"], frame_files["psf"], tmp_path / "f.fits",
+                          nspec=NSPEC, threads=1, backend="cpu")
+    timer.join()
+    assert list(tmp_path.iterdir()) == []
