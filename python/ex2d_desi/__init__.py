@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""desi_proc's hook for ex2d (standard library only).
+"""desi_proc's hook for ex2d (the standard library, and the ex2d module where installed).
 
-``main_ex2d(args, comm=None)`` takes the parsed ``desi_extract_spectra`` arguments, as
-``desispec.scripts.extract.main_gpu_specter`` does, and runs ``ex2d extract`` for them;
+``main_ex2d(args, comm=None, timing=None)`` takes the parsed ``desi_extract_spectra``
+arguments, as ``desispec.scripts.extract.main_gpu_specter`` does, and runs ``ex2d extract``
+for them in this process (the program where the module is not installed);
 ``submit_exposure`` hands an exposure's cameras to a running fleet instead (``ex2dctl``);
 ``trace_shifts_main(cmdargs)`` runs desi_proc's traceshift step with ``ex2d trace-shifts``.
 """

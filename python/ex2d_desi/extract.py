@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """``ex2d extract`` for a parsed ``desi_extract_spectra`` namespace."""
 
+import logging
 import os
 import shutil
 import socket
@@ -58,10 +59,10 @@ def ex2d_binary():
     return path
 
 
-def extract_command(args, threads=None, binary=None, fibermap_columns=None):
+def extract_command(args, threads=None, binary="ex2d", fibermap_columns=None):
     """The ``ex2d extract`` command line (a list) for the namespace ``args``;
     ``fibermap_columns`` is a JSON table of FIBERMAP descriptions (fibermap_columns.py)."""
-    command = [binary or ex2d_binary(), "extract"]
+    command = [binary, "extract"]
     for name, flag in VALUE_OPTIONS:
         value = getattr(args, name, None)
         if value is not None:
@@ -90,17 +91,45 @@ def group_cpus(comm):
     return cpus
 
 
-def run_ex2d(command, cpus):
-    """Runs ``command`` on ``cpus``; raises Ex2dError with ex2d's last line on failure."""
+def run_ex2d(command, cpus, timing=None):
+    """Runs the ``ex2d extract`` command line ``command`` on ``cpus``: in this process through
+    the ex2d module where it imports (log lines live in Python's logging; ``timing`` gets the
+    marks ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract`` and ``ex2d-write``, when each
+    step ended, as desispec's ``frame-*`` marks), else as the program. Raises Ex2dError with
+    ex2d's message and exit code on failure."""
+    try:
+        import ex2d
+    except ImportError as err:
+        logging.getLogger(__name__).info("the ex2d module does not import (%s): running the "
+                                         "ex2d program", err)
+        run_program(command, cpus)
+        return
+    previous = os.sched_getaffinity(0)
+    widen_affinity(cpus)
+    try:
+        steps = ex2d.run(command[1:])
+    except ex2d.Error as err:
+        raise Ex2dError(err.exit_code, str(err)) from err
+    finally:
+        widen_affinity(previous)
+    if isinstance(timing, dict) and steps:
+        timing["ex2d-frame-start"] = steps["read"][0]
+        for step in ("read", "extract", "write"):
+            timing["ex2d-" + step] = steps[step][1]
 
-    def widen_affinity():
-        try:
-            os.sched_setaffinity(0, cpus)
-        except OSError:
-            pass  # a cpuset narrower than the group's union: ex2d uses what it is given
 
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=widen_affinity)
+def widen_affinity(cpus):
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        pass  # a cpuset narrower than the group's union: ex2d uses what it is given
+
+
+def run_program(command, cpus):
+    """The ex2d program for ``command``, where the module is not installed."""
+    result = subprocess.run([ex2d_binary(), *command[1:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: widen_affinity(cpus))
     print(result.stdout, end="", flush=True)
     if result.returncode != 0:
         lines = [line for line in result.stdout.splitlines() if line.strip()]
@@ -119,13 +148,16 @@ def wait_without_spinning(comm, poll_s=0.05):
 def main_ex2d(args, comm=None, timing=None, coordinator=None):
     """Extracts one camera as ``main_gpu_specter(args, comm=None)`` does, with ex2d.
 
-    Without ``comm``, ex2d runs here with one thread per CPU of this process's affinity.
+    ex2d runs in this process through the ex2d module (its log lines into Python's logging,
+    its steps into ``timing``), or as the program where the module is not installed.
+    Without ``comm``, ex2d runs with one thread per CPU of this process's affinity.
     With ``comm`` (or a gpu_specter ``coordinator``'s), every rank of the group calls this;
     rank 0 runs ex2d on the CPUs of the group's ranks on its node and the others wait without
     spinning; every rank raises Ex2dError if ex2d failed. ex2d picks a GPU where one is
     visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). Where desispec can be imported,
-    the frame's FIBERMAP gets desispec's own column descriptions. ``timing`` is accepted for
-    desispec's signature and not used: ex2d's own ``--timingfile`` records its steps.
+    the frame's FIBERMAP gets desispec's own column descriptions. ``timing``, desi_proc's dict
+    of time marks, gets ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract`` and
+    ``ex2d-write``, names that do not clash with desispec's ``frame-*``.
     """
     if comm is None and coordinator is not None:
         comm = getattr(coordinator, "comm", None)
@@ -134,7 +166,8 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     if comm is None or comm.rank == 0:
         try:
             columns = exported_desispec_table()
-            run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns), cpus)
+            run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns), cpus,
+                     timing)
         except Ex2dError as err:
             error = (err.returncode, str(err))
     if comm is not None:

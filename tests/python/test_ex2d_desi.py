@@ -14,12 +14,17 @@ import tempfile
 import threading
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+# The build's python folder (PYTHONPATH) where ctest gives it, else the source tree, whose
+# ex2d package has no compiled module: the hook then runs the program.
+if os.environ.get("EX2D_EXPECT_MODULE") != "1":
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import ex2d_desi  # noqa: E402
 from ex2d_desi import extract as hook  # noqa: E402
 from ex2d_desi import fibermap_columns as columns  # noqa: E402
 
 EX2D = os.environ.get("EX2D_BINARY", "ex2d")
+# 1: the hook must run ex2d in-process (ctest's python_ex2d_desi); else it runs the program.
+IN_PROCESS = os.environ.get("EX2D_EXPECT_MODULE") == "1"
 
 
 def namespace(**values):
@@ -133,6 +138,18 @@ class WithTheBinary(unittest.TestCase):
         ex2d_desi.main_ex2d(args)
         with open(args.output, "rb") as frame:
             self.assertEqual(frame.read(30), b"SIMPLE  =                    T")
+
+    def test_timing_gets_ex2d_marks_in_process(self):
+        timing = {"frame-start": 1.0}
+        ex2d_desi.main_ex2d(self.args(), timing=timing)
+        if not IN_PROCESS:
+            self.assertEqual(timing, {"frame-start": 1.0})  # the program's steps stay its own
+            return
+        marks = [timing[k] for k in ("ex2d-frame-start", "ex2d-read", "ex2d-extract",
+                                     "ex2d-write")]
+        self.assertEqual(marks, sorted(marks))
+        self.assertEqual(len(timing), 5)
+        self.assertEqual(timing["frame-start"], 1.0)  # desi_proc's own marks are left alone
 
     def test_exit_codes_become_ex2d_errors(self):
         missing = os.path.join(self.dir.name, "no-such-preproc.fits")
