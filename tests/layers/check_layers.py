@@ -8,9 +8,10 @@ own files, or to the public headers of a component it may use (TABLE), or to the
 folders CMake lets it reach (PRIVATE_ACCESS). Anything else, such as a core file including an io
 header or the simulator reaching into io's private helpers, is reported with file and line.
 
-symbols NM CORE_LIB IO_LIB SIM_LIB [PROGRAM ...]: what the linker sees. No object of a layer's
-library refers to an ex2d symbol that neither it nor a layer below it defines; ex2d::core refers
-to no CFITSIO function; and no service PROGRAM holds any function of the simulator.
+symbols NM CFITSIO_LIB CORE_LIB IO_LIB SIM_LIB [PROGRAM ...]: what the linker sees. No object of
+a layer's library refers to an ex2d symbol that neither it nor a layer below it defines;
+ex2d::core refers to no function of the CFITSIO library; and no service PROGRAM holds any
+function of the simulator.
 """
 
 import os
@@ -152,9 +153,11 @@ def check_includes(root):
     return count, problems
 
 
-def nm_symbols(nm, path, kinds):
-    """Demangled names of the symbols of `path` whose nm type letter is in `kinds`."""
-    out = subprocess.run([nm, "-C", path], check=True, capture_output=True, text=True).stdout
+def nm_symbols(nm, path, kinds, dynamic=False):
+    """Demangled names of the symbols of `path` (its dynamic symbols: a shared library's
+    exports) whose nm type letter is in `kinds`."""
+    command = [nm, "-C", "-D", path] if dynamic else [nm, "-C", path]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     names = set()
     for line in out.splitlines():
         m = re.match(r"^[0-9a-fA-F]*\s+([A-Za-z])\s+(.*)$", line)
@@ -163,17 +166,19 @@ def nm_symbols(nm, path, kinds):
     return names
 
 
-def check_symbols(nm, core, io, sim, programs):
+def check_symbols(nm, cfitsio, core, io, sim, programs):
     defined_kinds = "TtWwVvDdBbRr"
     libs = {"core": core, "io": io, "sim": sim}
     defined = {n: nm_symbols(nm, p, defined_kinds) for n, p in libs.items()}
+    shared = cfitsio.endswith(".so") or ".so." in cfitsio
+    fits_functions = nm_symbols(nm, cfitsio, "T", dynamic=shared)
     problems = []
     for name, below in (("core", []), ("io", ["core"]), ("sim", ["core", "io"])):
         reachable = set().union(defined[name], *(defined[b] for b in below))
         for symbol in sorted(nm_symbols(nm, libs[name], "U")):
             if symbol.startswith("ex2d::") and symbol not in reachable:
                 problems.append(f"ex2d::{name} refers to {symbol}, which it may not link")
-            if name == "core" and re.fullmatch(r"ff[a-z0-9_]+", symbol):
+            if name == "core" and symbol in fits_functions:
                 problems.append(f"ex2d::core calls CFITSIO's {symbol}")
     simulator = {s for s in nm_symbols(nm, sim, "T") if s.startswith("ex2d::")}
     for program in programs:
@@ -187,9 +192,9 @@ def main(argv):
     if len(argv) >= 3 and argv[1] == "includes":
         count, problems = check_includes(argv[2])
         summary = f"{count} includes checked"
-    elif len(argv) >= 6 and argv[1] == "symbols":
-        count, problems = check_symbols(argv[2], argv[3], argv[4], argv[5], argv[6:])
-        summary = f"{count} simulator functions sought in {len(argv) - 6} programs"
+    elif len(argv) >= 7 and argv[1] == "symbols":
+        count, problems = check_symbols(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7:])
+        summary = f"{count} simulator functions sought in {len(argv) - 7} programs"
     else:
         print(__doc__, file=sys.stderr)
         return 2
