@@ -8,8 +8,9 @@ import time
 
 from .fleet import Fleet
 
-# ex2dctl's exit code for an output that cannot be written (common/include/ex2d/exit_codes.hpp;
-# a bad command line exits 2 through argparse, any other failure 1).
+# ex2dctl's exit code for an output that cannot be written
+# (common/src/core/include/ex2d/exit_codes.hpp; a bad command line exits 2 through argparse, any
+# other failure 1).
 EXIT_OUTPUT = 4
 
 

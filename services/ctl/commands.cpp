@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "ctl.hpp"
+#include "ex2d/arms.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/input_checks.hpp"
 #include "ex2d/service/frame_messages.hpp"
-#include "ex2d/synthetic_psf.hpp"
 
 namespace ex2d::ctl {
 

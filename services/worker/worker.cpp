@@ -12,12 +12,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "ex2d/arms.hpp"
 #include "ex2d/cpu_count.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
 #include "ex2d/service/fault_injection.hpp"
-#include "ex2d/synthetic_psf.hpp"
 #include "ex2d/service/fleet_process.hpp"
 #include "ex2d/service/wire.hpp"
 #include "ex2d/service/zmq_util.hpp"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <thread>
 
-#include "legendre_series.hpp"
+#include "ex2d/legendre_series.hpp"
 
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -5,7 +5,7 @@
 // their outer product weighted by the GH coefficients, clipped at 0 and normalised.
 
 #include "cuda_check.hpp"
-#include "../core/legendre_series.hpp"
+#include "ex2d/legendre_series.hpp"
 #include "device_helpers.cuh"
 #include "ex2d/status.hpp"
 

@@ -3,7 +3,7 @@
 
 /// @file fibermap_annotation.hpp
 /// Annotates the FIBERMAP binary table of the current HDU as desispec's write_frame does
-/// (datamodel 4.8); internal to the frame writer and the simulator.
+/// (datamodel 4.8); internal to the frame writer and make_fibermap_table.
 
 #include <string>
 

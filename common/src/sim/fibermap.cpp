@@ -8,10 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include <fitsio.h>
-
-#include "../io/fibermap_annotation.hpp"
-#include "../io/fits_util.hpp"
+#include "ex2d/fibermap_table.hpp"
 #include "frame_meta.hpp"
 
 namespace ex2d::sim {
@@ -105,31 +102,27 @@ Value column_value(const std::string& name, const Fibre& f)
     return 0LL;
 }
 
-/// Writes one column of every fibre, converted by cfitsio to the column's own type.
-int write_column(fitsfile* fits, int column, const FibermapColumn& spec,
-                 const std::vector<Fibre>& fibres, int& status)
+/// Column `spec`'s value for every fibre: text where its TFORM is, else the numbers
+/// column_value gives (CFITSIO converts them to the column's own type).
+FibermapColumnValues column_values(const FibermapColumn& spec, const std::vector<Fibre>& fibres)
 {
     const std::string& name = spec.name;
-    const long long n = (long long)fibres.size();
-    const Value first = column_value(name, fibres[0]);
     if (spec.tform.back() == 'A') {
         std::vector<std::string> text;
         for (const Fibre& f : fibres) {
             const Value v = column_value(name, f);
             text.push_back(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "");
         }
-        std::vector<char*> pointers;
-        for (std::string& s : text) pointers.push_back(s.data());
-        return fits_write_col_str(fits, column, 1, 1, n, pointers.data(), &status);
+        return {spec, std::move(text)};
     }
-    if (std::holds_alternative<double>(first)) {
+    if (std::holds_alternative<double>(column_value(name, fibres[0]))) {
         std::vector<double> numbers;
         for (const Fibre& f : fibres) numbers.push_back(std::get<double>(column_value(name, f)));
-        return fits_write_col(fits, TDOUBLE, column, 1, 1, n, numbers.data(), &status);
+        return {spec, std::move(numbers)};
     }
     std::vector<long long> numbers;
     for (const Fibre& f : fibres) numbers.push_back(std::get<long long>(column_value(name, f)));
-    return fits_write_col(fits, TLONGLONG, column, 1, 1, n, numbers.data(), &status);
+    return {spec, std::move(numbers)};
 }
 
 std::vector<Fibre> petal_fibres(const SimulationOptions& opt, int petal,
@@ -165,55 +158,21 @@ std::vector<Fibre> petal_fibres(const SimulationOptions& opt, int petal,
     return fibres;
 }
 
-/// Writes the FIBERMAP table into an open (empty) in-memory FITS file.
-int write_fibermap_hdu(fitsfile* fits, const SimulationOptions& opt,
-                       const std::vector<Fibre>& fibres)
-{
-    int status = 0;
-    fits_create_img(fits, BYTE_IMG, 0, nullptr, &status);
-    std::vector<FibermapColumn> columns;
-    std::vector<std::string> names, forms;
-    for (const FibermapColumn& c : builtin_fibermap_columns().columns) {
-        if (!main_survey_column(c.name)) continue;
-        columns.push_back(c);
-        names.push_back(c.name);
-        forms.push_back(c.tform);
-    }
-    std::vector<char*> name_ptrs, form_ptrs;
-    for (std::string& s : names) name_ptrs.push_back(s.data());
-    for (std::string& s : forms) form_ptrs.push_back(s.data());
-    fits_create_tbl(fits, BINARY_TBL, kFibersPerPetal, int(names.size()), name_ptrs.data(),
-                    form_ptrs.data(), nullptr, "FIBERMAP", &status);
-    long long tile_id = kTileId;
-    int expid = opt.expid;
-    int night = opt.night;
-    fits_write_key(fits, TLONGLONG, "TILEID", &tile_id, "tile", &status);
-    fits_write_key(fits, TINT, "EXPID", &expid, "exposure id", &status);
-    fits_write_key(fits, TINT, "NIGHT", &night, "YYYYMMDD observing night", &status);
-    for (std::size_t c = 0; c < names.size() && status == 0; ++c) {
-        write_column(fits, int(c) + 1, columns[c], fibres, status);
-    }
-    return status;
-}
-
 }  // namespace
 
 Result<FitsTableBlob> make_fibermap(const SimulationOptions& opt, int petal,
                                     const std::vector<TargetKind>& kinds)
 {
     const std::vector<Fibre> fibres = petal_fibres(opt, petal, kinds);
-    const std::string name = "FIBERMAP (in memory)";
-    auto bytes = fits::write_memory_file(name, [&](fitsfile* fits) {
-        int status = write_fibermap_hdu(fits, opt, fibres);
-        if (status) return status;
-        const Status annotated = fits::annotate_fibermap(fits, name, builtin_fibermap_columns());
-        return annotated.is_ok() ? 0 : WRITE_ERROR;
-    });
-    if (!bytes.is_ok()) return bytes.status();
-    FitsTableBlob blob;
-    blob.fits_bytes = std::move(bytes).value();
-    blob.nrows = kFibersPerPetal;
-    return blob;
+    std::vector<FibermapColumnValues> columns;
+    for (const FibermapColumn& c : builtin_fibermap_columns().columns) {
+        if (main_survey_column(c.name)) columns.push_back(column_values(c, fibres));
+    }
+    FitsHeader header;
+    header.set_int("TILEID", kTileId, "tile");
+    header.set_int("EXPID", opt.expid, "exposure id");
+    header.set_int("NIGHT", opt.night, "YYYYMMDD observing night");
+    return make_fibermap_table(columns, kFibersPerPetal, header, "FIBERMAP (in memory)");
 }
 
 }  // namespace ex2d::sim

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file frame_meta.hpp
-/// Metadata of a simulated preproc frame (internal to ex2d::core): the IMAGE header and the
+/// Metadata of a simulated preproc frame (internal to ex2d::sim): the IMAGE header and the
 /// 500-row FIBERMAP table, in DESI's preproc and fibermap layout.
 
 #include <vector>

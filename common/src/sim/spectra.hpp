@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file spectra.hpp
-/// Synthetic spectra for the frame simulator (internal to ex2d::core): night sky, galaxies,
+/// Synthetic spectra for the frame simulator (internal to ex2d::sim): night sky, galaxies,
 /// stars and bright stars, in electrons per wavelength bin.
 
 #include <random>

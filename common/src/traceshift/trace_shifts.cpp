@@ -2,7 +2,6 @@
 #include "ex2d/trace_shifts.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -239,55 +238,6 @@ Result<TraceShiftResult> measure(const View& image, const GaussHermitePsf& psf,
 }
 
 }  // namespace
-
-std::array<TraceShiftKey, 6> trace_shift_summary_keys(const TraceShiftResult& r)
-{
-    return {{{"MEANDX", r.mean_dx, "px, mean trace shift in x"},
-             {"MINDX", r.min_dx, "px, min trace shift in x"},
-             {"MAXDX", r.max_dx, "px, max trace shift in x"},
-             {"MEANDY", r.mean_dy, "px, mean trace shift in y"},
-             {"MINDY", r.min_dy, "px, min trace shift in y"},
-             {"MAXDY", r.max_dy, "px, max trace shift in y"}}};
-}
-
-const char* large_shift_scan_name(LargeShiftScan scan)
-{
-    switch (scan) {
-        case LargeShiftScan::continuum:
-            return "continuum";
-        case LargeShiftScan::arc_lamps:
-            return "arc_lamps";
-        case LargeShiftScan::none:
-            break;
-    }
-    return "none";
-}
-
-std::string trace_shift_method_for_obstype(const std::string& obstype)
-{
-    std::string t;
-    for (char c : obstype) {
-        if (!std::isspace(static_cast<unsigned char>(c))) {
-            t += char(std::toupper(static_cast<unsigned char>(c)));
-        }
-    }
-    if (t == "SCIENCE" || t == "SKY") return "sky";
-    if (t == "FLAT" || t == "TESTFLAT" || t == "TWILIGHT") return "continuum";
-    return "none";
-}
-
-TraceShiftOptions desi_proc_trace_shift_options(const std::string& method)
-{
-    TraceShiftOptions opt;
-    opt.degxx = 2;
-    opt.degxy = 0;
-    if (method == "sky") {
-        opt.degyx = 2;
-        opt.degyy = 0;
-        opt.lines = night_sky_lines();
-    }
-    return opt;
-}
 
 Result<LargeShiftScanResult> scan_large_shift(const ImageView& image, const GaussHermitePsf& psf,
                                               const TraceShiftOptions& options,

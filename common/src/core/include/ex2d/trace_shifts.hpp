@@ -136,6 +136,9 @@ struct Float32ImageView {
     std::size_t index(int row, int col) const { return std::size_t(row) * nx + col; }
 };
 
+// The measurement: defined in ex2d::traceshift, which a caller of the functions below links.
+// Everything above is defined in ex2d::core, so that the files (ex2d::io) need no backend.
+
 /// The large-shift scan alone (options.large_shift_scan, not none), on `image` against
 /// `psf`'s traces; measure_trace_shifts makes it first.
 ///

@@ -8,24 +8,11 @@
 
 #include <string>
 
+#include "ex2d/arms.hpp"
 #include "ex2d/psf.hpp"
 #include "ex2d/status.hpp"
 
 namespace ex2d {
-
-enum class Arm { b, r, z };
-
-/// desi_proc's extraction grid and the CCD of an arm.
-struct ArmDefaults {
-    double wmin, wmax, dw;            ///< -w used by desi_proc
-    int npix_x, npix_y;               ///< preproc size NAXIS1 x NAXIS2
-    double psf_wavemin, psf_wavemax;  ///< Legendre domain of the synthetic PSF (wider than the CCD)
-    double psferr;                    ///< desi_proc's --psferr: 0.04 for b, 0.01 for r and z
-};
-ArmDefaults arm_defaults(Arm arm);
-/// "b", "r", "z" or a camera name such as "r0"; anything else is invalid_argument.
-Result<Arm> parse_arm(const std::string& text);
-char arm_letter(Arm arm);
 
 /// A 500-fibre PSF (PSFVER 3, LEGDEG 3, GHDEG 6x6, HSIZEX 8, HSIZEY 5) for `arm`; camera
 /// digit `petal` goes into the header. Deterministic.

@@ -4,6 +4,10 @@
 /// @file fits_header.hpp
 /// A FITS header held in memory as its 80-character cards, so that headers travel with frames
 /// (preproc IMAGE header -> frame FLUX header) without a file behind them.
+///
+/// ex2d::core carries headers (a PSF's, for provenance) but reads no card: the accessors
+/// below are defined in ex2d::io (fits_header.cpp, with CFITSIO's card rules), which a
+/// caller of them links.
 
 #include <optional>
 #include <string>

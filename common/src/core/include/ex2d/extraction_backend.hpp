@@ -127,6 +127,9 @@ struct StandinBackendOptions {
     double delay_s = 0.0;
 };
 
+// The backends' factories: defined in ex2d::cpu, ex2d::cuda and ex2d::backends (make_backend),
+// which a caller links; ex2d::core only declares them beside the interface.
+
 /// CPU backend with `nthreads` worker threads (<= 0: default_thread_count(), the CPUs this
 /// process may use).
 std::unique_ptr<ExtractionBackend> make_cpu_backend(int nthreads);
