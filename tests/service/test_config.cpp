@@ -132,6 +132,50 @@ TEST_F(ConfigTest, LaterSourcesWin)
     EXPECT_FALSE(config.print_config_requested());
 }
 
+TEST_F(ConfigTest, FlagOverVariableOverFileForEveryType)
+{
+    const std::string path = write_file(
+        "zmq:\n  hwm: 10\n  bind: ipc:///file\nwriter:\n  fsync: false\n"
+        "queue:\n  reaper_interval_s: 3\n");
+    set_env("EX2D_ZMQ_HWM", "20");
+    set_env("EX2D_ZMQ_BIND", "ipc:///variable");
+    set_env("EX2D_WRITER_FSYNC", "yes");
+    set_env("EX2D_QUEUE_REAPER_INTERVAL_S", "4.5");
+    set_env("EX2D_CONFIG", "/nonexistent/from-the-variable.yaml");  // --config wins
+    Config config;
+    const auto status =
+        load(config, {"--zmq.hwm", "30", "--config=" + path, "--queue.reaper_interval_s", "6.25"});
+    ASSERT_TRUE(status.is_ok()) << status.to_string();
+    EXPECT_EQ(config.get_int("zmq.hwm"), 30);
+    EXPECT_EQ(config.get_string("zmq.bind"), "ipc:///variable");
+    EXPECT_TRUE(config.get_bool("writer.fsync"));
+    EXPECT_DOUBLE_EQ(config.get_double("queue.reaper_interval_s"), 6.25);
+}
+
+TEST_F(ConfigTest, FlagReplacesVariableWithoutReadingIt)
+{
+    // A variable the command line overrides is not read, so its bad value is no error; an empty
+    // variable counts as unset.
+    set_env("EX2D_ZMQ_HWM", "-3");
+    set_env("EX2D_REDIS_HOST", "");
+    Config config;
+    const auto status = load(config, {"--zmq.hwm=40"});
+    ASSERT_TRUE(status.is_ok()) << status.to_string();
+    EXPECT_EQ(config.get_int("zmq.hwm"), 40);
+    EXPECT_EQ(config.get_string("redis.host"), "127.0.0.1");
+}
+
+TEST_F(ConfigTest, RepeatedFlagLastWinsAndEmptyValueIsQuoted)
+{
+    set_env("EX2D_SERVICE_NAME", "from-variable");
+    Config config;
+    const auto status =
+        load(config, {"--redis.port", "7000", "--redis.port=7001", "--service.name", ""});
+    ASSERT_TRUE(status.is_ok()) << status.to_string();
+    EXPECT_EQ(config.get_int("redis.port"), 7001);
+    EXPECT_EQ(config.get_string("service.name"), "");
+}
+
 TEST_F(ConfigTest, ConfigFileFromEnvironment)
 {
     set_env("EX2D_CONFIG", write_file("service:\n  name: from-env-file\n"));
@@ -184,7 +228,13 @@ TEST_F(ConfigTest, BadValuesNameKeyAndSource)
          "error, critical, not 'loud'"},
         {{"--redis.nope=1"}, "command line: --redis.nope: unknown flag"},
         {{"--redis.port"}, "command line: --redis.port: missing value"},
+        {{"--service.name="}, "command line: --service.name: missing value"},
+        {{"--config"}, "command line: --config: missing value"},
+        {{"--worker.threads", "2", "--redis.nope", "1"},
+         "command line: --redis.nope: unknown flag"},
         {{"stray"}, "command line: stray: unexpected argument"},
+        {{"-x"}, "command line: -x: unexpected argument"},
+        {{"--"}, "command line: --: unexpected argument"},
     };
     for (const auto& c : cases) {
         Config config;
@@ -260,7 +310,8 @@ TEST_F(ConfigTest, PrintedConfigParsesBackToTheSameValues)
     ASSERT_TRUE(config.set("redis.allow_unsafe", "yes", "test").is_ok());
     ASSERT_TRUE(config.set("reader.prefetch", "+7", "test").is_ok());
     const std::string yaml = config.to_yaml();
-    EXPECT_NE(yaml.find("  # Redis host\n  host: \"127.0.0.1\"\n"), std::string::npos);
+    EXPECT_NE(yaml.find("\nredis:\n  host: \"127.0.0.1\"  # Redis host\n"), std::string::npos)
+        << yaml;
 
     Config parsed;
     ASSERT_TRUE(parsed.apply_yaml(yaml, "printed").is_ok());
@@ -276,18 +327,22 @@ TEST_F(ConfigTest, PrintedConfigParsesBackToTheSameValues)
 TEST_F(ConfigTest, SecretsAreRedacted)
 {
     Config config;
-    EXPECT_NE(config.to_yaml().find("  password: \"\"\n"), std::string::npos);
+    EXPECT_NE(config.to_yaml().find("  password: \"\"  #"), std::string::npos);
     ASSERT_TRUE(config.set("redis.password", "hunter2", "test").is_ok());
     EXPECT_EQ(config.get_string("redis.password"), "hunter2");
     const std::string yaml = config.to_yaml();
     EXPECT_EQ(yaml.find("hunter2"), std::string::npos);
-    EXPECT_NE(yaml.find("  password: \"<redacted>\"\n"), std::string::npos);
+    EXPECT_NE(yaml.find("  password: \"<redacted>\"  #"), std::string::npos);
 }
 
 TEST_F(ConfigTest, HelpAndPrintConfigFlags)
 {
     Config config;
     ASSERT_TRUE(load(config, {"--help", "--print-config"}).is_ok());
+    Config short_help;
+    ASSERT_TRUE(load(short_help, {"-h"}).is_ok());
+    EXPECT_TRUE(short_help.help_requested());
+    EXPECT_FALSE(short_help.print_config_requested());
     EXPECT_TRUE(config.help_requested());
     EXPECT_TRUE(config.print_config_requested());
     const std::string help = config.help_text("ex2d-worker");

@@ -129,6 +129,29 @@ TEST(FitsHeader, LongStringsUseContinueCards)
     EXPECT_EQ(h.get_int("NSPEC").value(), 500);
 }
 
+TEST(FitsHeader, HierarchKeysAreReadAndWritten)
+{
+    ex2d::FitsHeader h;
+    h.cards = {card("HIERARCH ESO DET CHIP NAME = 'ccd 1' / the chip"),
+               card("HIERARCH ESO DET GAIN = 1.25 / e-/ADU")};
+    EXPECT_EQ(h.get_string("ESO DET CHIP NAME").value(), "ccd 1");
+    EXPECT_DOUBLE_EQ(h.get_double("eso det gain").value(), 1.25);
+    h.set_int("EXPOSURETIME", 900, "longer than 8 characters");
+    EXPECT_EQ(h.cards.back().substr(0, 23), "HIERARCH EXPOSURETIME =");
+    EXPECT_EQ(h.get_int("EXPOSURETIME").value(), 900);
+    EXPECT_EQ(h.cards.back().size(), 80u);
+}
+
+TEST(FitsHeader, ContinueCardsWithQuotesAndComments)
+{
+    // As astropy writes them: quotes doubled in every piece, the comment on the last card.
+    ex2d::FitsHeader h;
+    h.cards = {card("DEPNAM00= 'it''s&'"), card("CONTINUE  '  a ''/'' b&'"),
+               card("CONTINUE  'end  ' / the comment"), card("NEXT    = 'x'")};
+    EXPECT_EQ(h.get_string("DEPNAM00").value(), "it's  a '/' bend");
+    EXPECT_EQ(h.get_string("NEXT").value(), "x");
+}
+
 TEST(FitsHeader, EraseRemovesTheCard)
 {
     ex2d::FitsHeader h = sample_header();

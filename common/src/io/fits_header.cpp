@@ -2,11 +2,13 @@
 #include "ex2d/fits_header.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <fitsio.h>
@@ -21,14 +23,6 @@ namespace {
 constexpr size_t kCardLength = 80;
 /// Characters of a quoted string value that fit on one card after "KEYWORD = " / "CONTINUE  ".
 constexpr size_t kMaxQuotedContent = 68;
-
-std::string trim(const std::string& s)
-{
-    size_t b = s.find_first_not_of(' ');
-    if (b == std::string::npos) return "";
-    size_t e = s.find_last_not_of(' ');
-    return s.substr(b, e - b + 1);
-}
 
 std::string trim_right(std::string s)
 {
@@ -48,22 +42,12 @@ std::string pad_card(std::string card)
     return card;
 }
 
-bool is_hierarch(const std::string& card)
+/// A writable copy of a card for cfitsio's parsers, which take char*.
+std::array<char, FLEN_CARD> card_buffer(const std::string& card)
 {
-    return card.compare(0, 9, "HIERARCH ") == 0;
-}
-
-/// The value field of a card (text after the value indicator), or nullopt for cards
-/// without a value (COMMENT, HISTORY, blank, CONTINUE).
-std::optional<std::string> value_field(const std::string& card)
-{
-    if (is_hierarch(card)) {
-        size_t eq = card.find('=');
-        if (eq == std::string::npos) return std::nullopt;
-        return card.substr(eq + 1);
-    }
-    if (card.size() < 10 || card[8] != '=' || card[9] != ' ') return std::nullopt;
-    return card.substr(10);
+    std::array<char, FLEN_CARD> buffer{};
+    card.copy(buffer.data(), std::min(card.size(), buffer.size() - 1));
+    return buffer;
 }
 
 struct ParsedValue {
@@ -71,28 +55,28 @@ struct ParsedValue {
     std::string text;  ///< unquoted string (trailing blanks removed) or the literal token
 };
 
-ParsedValue parse_value(const std::string& field)
+/// The value of a card as cfitsio's fits_parse_value splits it from the comment (quotes, a '/'
+/// inside a string, HIERARCH), or nullopt for cards without a value (COMMENT, HISTORY, blank).
+/// A CONTINUE card has no value indicator; like cfitsio's own long-string reader, it is parsed
+/// under a dummy keyword.
+std::optional<ParsedValue> card_value(const std::string& card)
 {
-    ParsedValue v;
-    size_t i = field.find_first_not_of(' ');
-    if (i == std::string::npos) return v;
-    if (field[i] != '\'') {
-        size_t slash = field.find('/', i);
-        v.text = trim(field.substr(i, slash == std::string::npos ? std::string::npos : slash - i));
-        return v;
+    auto buffer = card_buffer(card);
+    if (card.compare(0, 10, "CONTINUE  ") == 0) std::memcpy(buffer.data(), "D2345678= ", 10);
+    char value[FLEN_VALUE] = {0};
+    char comment[FLEN_COMMENT] = {0};
+    int status = 0;
+    if (ffpsvc(buffer.data(), value, comment, &status) != 0 || value[0] == '\0') {
+        return std::nullopt;
     }
-    v.quoted = true;
-    for (++i; i < field.size(); ++i) {
-        if (field[i] == '\'') {
-            if (i + 1 < field.size() && field[i + 1] == '\'') {
-                v.text += '\'';
-                ++i;
-            } else {
-                break;
-            }
-        } else {
-            v.text += field[i];
-        }
+    char type = 0;
+    if (ffdtyp(value, &type, &status) != 0 || type != 'C') return ParsedValue{false, value};
+    // Between the quotes, a doubled quote stands for one, and trailing blanks are padding.
+    ParsedValue v{true, ""};
+    const std::string quoted(value);
+    for (size_t i = 1; i + 1 < quoted.size(); ++i) {
+        v.text += quoted[i];
+        if (quoted[i] == '\'' && quoted[i + 1] == '\'') ++i;
     }
     v.text = trim_right(v.text);
     return v;
@@ -111,9 +95,7 @@ std::optional<ParsedValue> find_value(const std::vector<std::string>& cards, con
 {
     long i = find_card(cards, key);
     if (i < 0) return std::nullopt;
-    auto field = value_field(cards[size_t(i)]);
-    if (!field) return std::nullopt;
-    return parse_value(*field);
+    return card_value(cards[size_t(i)]);
 }
 
 std::string make_card(const std::string& key, std::string value, const std::string& comment)
@@ -144,7 +126,10 @@ std::string escape(const std::string& s)
     return out;
 }
 
-/// One card, or a card plus CONTINUE cards (long-string convention) for long strings.
+/// One card, or a card plus CONTINUE cards (long-string convention) for long strings. Not
+/// cfitsio's fits_write_key_longstr: it writes into an open file only, and cfitsio 4.2 splits a
+/// run of quotes into cards that do not parse and ends a HIERARCH key's first card without '&'.
+/// Nor its string quoting (ffs2c), which is not part of its public interface.
 std::vector<std::string> string_cards(const std::string& key, const std::string& value,
                                       const std::string& comment)
 {
@@ -213,11 +198,12 @@ namespace fits {
 
 std::string card_keyword(const std::string& card)
 {
-    if (is_hierarch(card)) {
-        size_t eq = card.find('=');
-        return trim(card.substr(9, eq == std::string::npos ? std::string::npos : eq - 9));
-    }
-    return trim_right(card.substr(0, std::min<size_t>(8, card.size())));
+    auto buffer = card_buffer(card);
+    char name[FLEN_CARD] = {0};
+    int length = 0;
+    int status = 0;
+    ffgknm(buffer.data(), name, &length, &status);
+    return name;
 }
 
 }  // namespace fits
@@ -231,17 +217,17 @@ std::optional<std::string> FitsHeader::get_string(const std::string& key) const
 {
     long i = find_card(cards, key);
     if (i < 0) return std::nullopt;
-    auto field = value_field(cards[size_t(i)]);
-    if (!field) return std::nullopt;
-    ParsedValue v = parse_value(*field);
-    std::string text = v.text;
+    auto v = card_value(cards[size_t(i)]);
+    if (!v) return std::nullopt;
+    std::string text = v->text;
     // Long-string convention: a value ending in '&' continues on the next CONTINUE card.
     for (size_t next = size_t(i) + 1;
-         v.quoted && !text.empty() && text.back() == '&' && next < cards.size() &&
+         v->quoted && !text.empty() && text.back() == '&' && next < cards.size() &&
          fits::card_keyword(cards[next]) == "CONTINUE";
          ++next) {
         text.pop_back();
-        text += parse_value(cards[next].substr(8)).text;
+        auto continued = card_value(cards[next]);
+        if (continued) text += continued->text;
     }
     return text;
 }

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
+#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
-
-#include "ex2d/service/json_log.hpp"
 
 extern char** environ;
 
@@ -180,11 +180,46 @@ Status problem(const std::string& source, const std::string& key, const std::str
     return Status::invalid(source + ": " + key + ": " + what);
 }
 
+/// An error for the first EX2D_<SECTION>_* variable, in name order, that names no key: CLI11
+/// reads only the variables of declared keys, and a misspelt one must not be ignored. Other
+/// EX2D_* variables (used by the tools) are not configuration.
+Status check_variables_name_keys()
+{
+    std::vector<std::string> names;
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+        const std::string text = *entry;
+        if (text.rfind(kEnvPrefix, 0) == 0) names.push_back(text.substr(0, text.find('=')));
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+        for (const std::string& section : sections()) {
+            const std::string section_prefix = kEnvPrefix + upper(section) + "_";
+            if (name.rfind(section_prefix, 0) != 0) continue;
+            const std::string key = section + "." + lower(name.substr(section_prefix.size()));
+            if (find_key(key) == nullptr) return problem("environment " + name, key, "unknown key");
+            break;
+        }
+    }
+    return Status::ok();
+}
+
+/// The key's value as printed: strings double-quoted, secrets as "<redacted>".
+void emit_value(YAML::Emitter& out, const ConfigKey& key, const std::string& value)
+{
+    if (key.secret && !value.empty()) {
+        out << YAML::DoubleQuoted << kRedacted;
+    } else if (key.type == ConfigType::string) {
+        out << YAML::DoubleQuoted << value;
+    } else {
+        out << value;
+    }
+}
+
 std::string yaml_value(const ConfigKey& key, const std::string& value)
 {
-    if (key.secret && !value.empty()) return std::string("\"") + kRedacted + "\"";
-    if (key.type != ConfigType::string) return value;
-    return "\"" + json_escape(value) + "\"";
+    YAML::Emitter out;
+    emit_value(out, key, value);
+    return out.c_str();
 }
 
 }  // namespace
@@ -236,45 +271,39 @@ Status Config::apply_yaml(const std::string& text, const std::string& source)
 Status Config::load(int argc, const char* const* argv)
 {
     const std::string source = "command line";
+    CLI::App app;
+    app.set_help_flag();  // help_text() lists the keys with their types, bounds and variables
+    app.allow_extras();   // reported below, with the argument named
     std::string config_file;
-    std::vector<std::pair<std::string, std::string>> flags;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            help_ = true;
-            continue;
+    app.add_flag("-h,--help", help_);
+    app.add_flag("--print-config", print_config_);
+    app.add_option("--config", config_file)->envname("EX2D_CONFIG");
+    std::map<std::string, std::string> given;
+    std::vector<std::pair<const ConfigKey*, const CLI::Option*>> key_options;
+    for (const ConfigKey& key : config_keys()) {
+        const CLI::Option* option = app.add_option("--" + key.name, given[key.name])
+                                        ->envname(env_name(key.name))
+                                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        key_options.emplace_back(&key, option);
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ArgumentMismatch& e) {
+        // CLI11's message starts with the option's name, which cannot contain ':'.
+        const std::string what = e.what();
+        return problem(source, what.substr(0, what.find(':')), "missing value");
+    } catch (const CLI::ParseError& e) {
+        return Status::invalid(source + ": " + e.what());
+    }
+    const std::vector<std::string> extras = app.remaining();
+    if (!extras.empty()) {
+        const std::string& first = extras.front();
+        if (first.size() > 2 && first.rfind("--", 0) == 0) {
+            return problem(source, first.substr(0, first.find('=')), "unknown flag");
         }
-        if (arg == "--print-config") {
-            print_config_ = true;
-            continue;
-        }
-        if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
-            return Status::invalid(source + ": " + arg + ": unexpected argument");
-        }
-        std::string name = arg.substr(2);
-        std::string value;
-        const auto equals = name.find('=');
-        if (equals != std::string::npos) {
-            value = name.substr(equals + 1);
-            name.resize(equals);
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            return problem(source, arg, "missing value");
-        }
-        if (name == "config") {
-            config_file = value;
-        } else if (find_key(name) == nullptr) {
-            return problem(source, "--" + name, "unknown flag");
-        } else {
-            flags.emplace_back(name, value);
-        }
+        return problem(source, first, "unexpected argument");
     }
 
-    if (config_file.empty()) {
-        const char* from_env = std::getenv("EX2D_CONFIG");
-        if (from_env != nullptr) config_file = from_env;
-    }
     if (!config_file.empty()) {
         // An ifstream opens a folder and reads nothing; that would silently mean "defaults".
         std::error_code ec;
@@ -291,31 +320,22 @@ Status Config::load(int argc, const char* const* argv)
         EX2D_RETURN_NOT_OK(apply_yaml(text.str(), config_file));
     }
 
-    // The environment in name order, so that the first error is the same on every run. Other
-    // EX2D_* variables (used by the tools) are ignored unless they look like one of our keys.
-    std::vector<std::pair<std::string, std::string>> env;
-    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-        const std::string text = *entry;
-        const auto equals = text.find('=');
-        if (equals == std::string::npos || text.rfind(kEnvPrefix, 0) != 0) continue;
-        env.emplace_back(text.substr(0, equals), text.substr(equals + 1));
+    EX2D_RETURN_NOT_OK(check_variables_name_keys());
+    // CLI11 reads a key's variable only where the command line did not give the key, and
+    // parse_order() lists what came from the command line: the rest came from the variables.
+    const auto& on_command_line = app.parse_order();
+    const auto given_on_command_line = [&on_command_line](const CLI::Option* option) {
+        return std::find(on_command_line.begin(), on_command_line.end(), option) !=
+               on_command_line.end();
+    };
+    for (const auto& [key, option] : key_options) {
+        if (option->count() == 0 || given_on_command_line(option)) continue;
+        EX2D_RETURN_NOT_OK(set(key->name, given[key->name], "environment " + env_name(key->name)));
     }
-    std::sort(env.begin(), env.end());
-    const std::string prefix = kEnvPrefix;
-    for (const auto& [name, value] : env) {
-        if (name == "EX2D_CONFIG") continue;
-        for (const std::string& section : sections()) {
-            const std::string section_prefix = prefix + upper(section) + "_";
-            if (name.rfind(section_prefix, 0) != 0) continue;
-            const std::string key = section + "." + lower(name.substr(section_prefix.size()));
-            const std::string env_source = "environment " + name;
-            if (find_key(key) == nullptr) return problem(env_source, key, "unknown key");
-            EX2D_RETURN_NOT_OK(set(key, value, env_source));
-            break;
-        }
+    for (const auto& [key, option] : key_options) {
+        if (given_on_command_line(option))
+            EX2D_RETURN_NOT_OK(set(key->name, given[key->name], source));
     }
-
-    for (const auto& [name, value] : flags) EX2D_RETURN_NOT_OK(set(name, value, source));
     return Status::ok();
 }
 
@@ -360,19 +380,22 @@ bool Config::get_bool(const std::string& key) const
 
 std::string Config::to_yaml() const
 {
-    std::string out = "# ex2d fleet configuration (effective values)\n";
-    std::string current;
-    for (const ConfigKey& key : config_keys()) {
-        const std::string section = section_of(key.name);
-        if (section != current) {
-            out += "\n" + section + ":\n";
-            current = section;
+    // yaml-cpp writes a comment after the value before it, so each key's help ends its line.
+    YAML::Emitter out;
+    out << YAML::Comment("ex2d fleet configuration (effective values)") << YAML::Newline
+        << YAML::BeginMap;
+    for (const std::string& section : sections()) {
+        out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+        for (const ConfigKey& key : config_keys()) {
+            if (section_of(key.name) != section) continue;
+            out << YAML::Key << key.name.substr(section.size() + 1) << YAML::Value;
+            emit_value(out, key, values_.at(key.name));
+            out << YAML::Comment(key.help);
         }
-        out += "  # " + key.help + "\n";
-        out += "  " + key.name.substr(section.size() + 1) + ": " +
-               yaml_value(key, values_.at(key.name)) + "\n";
+        out << YAML::EndMap;
     }
-    return out;
+    out << YAML::EndMap;
+    return std::string(out.c_str()) + "\n";
 }
 
 std::string Config::help_text(const std::string& program) const

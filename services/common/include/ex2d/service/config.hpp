@@ -6,8 +6,10 @@
 /// its type, default and comment; config/ex2d.yaml lists the same keys. Values come, later
 /// winning, from the defaults, the YAML file (--config FILE or EX2D_CONFIG), environment
 /// variables EX2D_<SECTION>_<KEY> (e.g. EX2D_REDIS_PORT) and command-line flags
-/// --section.key VALUE or --section.key=VALUE. An unknown key or a bad value anywhere is an
-/// error that names the key and where it came from.
+/// --section.key VALUE or --section.key=VALUE (CLI11 parses them and reads the variables). An
+/// unknown key or a bad value anywhere is an error that names the key and where it came from.
+/// A variable that is empty, or whose key the command line gives, is not read; an empty value
+/// is given as --section.key "".
 
 #include <map>
 #include <set>
