@@ -114,20 +114,24 @@ int write_column(fitsfile* fits, int column, const FibermapColumn& spec,
     const Value first = column_value(name, fibres[0]);
     if (spec.tform.back() == 'A') {
         std::vector<std::string> text;
+        text.reserve(fibres.size());
         for (const Fibre& f : fibres) {
             const Value v = column_value(name, f);
             text.push_back(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "");
         }
         std::vector<char*> pointers;
+        pointers.reserve(text.size());
         for (std::string& s : text) pointers.push_back(s.data());
         return fits_write_col_str(fits, column, 1, 1, n, pointers.data(), &status);
     }
     if (std::holds_alternative<double>(first)) {
         std::vector<double> numbers;
+        numbers.reserve(fibres.size());
         for (const Fibre& f : fibres) numbers.push_back(std::get<double>(column_value(name, f)));
         return fits_write_col(fits, TDOUBLE, column, 1, 1, n, numbers.data(), &status);
     }
     std::vector<long long> numbers;
+    numbers.reserve(fibres.size());
     for (const Fibre& f : fibres) numbers.push_back(std::get<long long>(column_value(name, f)));
     return fits_write_col(fits, TLONGLONG, column, 1, 1, n, numbers.data(), &status);
 }
