@@ -19,7 +19,9 @@ sanitizer_setup() {
       ;;
     thread)
       sanitizer_flags="-fsanitize=thread"
-      export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1$log_option}
+      local suppressions
+      suppressions=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/tsan-suppressions.txt
+      export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$suppressions$log_option}
       # OpenBLAS's own threads are not instrumented: their hand-offs would read as races.
       export OPENBLAS_NUM_THREADS=1
       ;;
