@@ -99,6 +99,7 @@ Status LocalRedis::start(const std::string& server_binary, const std::vector<std
         // The server must not outlive a benchmark that is interrupted.
         ::prctl(PR_SET_PDEATHSIG, SIGTERM);
         std::vector<char*> argv;
+        argv.reserve(args.size() + 1);
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
         ::execvp(argv[0], argv.data());

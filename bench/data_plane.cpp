@@ -175,6 +175,7 @@ Status stage_result(Context& ctx, std::vector<Row>& rows)
         {"result", "encode (worker)", std::move(encode), bytes, "FrameOutputs copied in"});
     EX2D_ASSIGN_OR_RETURN(auto decode, time_steps(ctx.repeat, [&]() -> Status {
                               std::vector<zmq::message_t> received;
+                              received.reserve(parts.size());
                               for (const auto& p : parts) received.emplace_back(p.data(), p.size());
                               wire::DecodeError error;
                               auto message = wire::decode(std::move(received), error);

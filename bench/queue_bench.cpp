@@ -52,6 +52,7 @@ void submit_all(Run& run, RedisClient& admin)
     std::atomic<long long> skipped{0}, errors{0}, done{0};
     std::atomic<int> running{run.o.submitters};
     std::vector<std::thread> threads;
+    threads.reserve(std::size_t(run.o.submitters));
     const auto t0 = Clock::now();
     for (int t = 0; t < run.o.submitters; ++t) {
         threads.emplace_back([&, t] {
@@ -86,6 +87,7 @@ void process_all(Run& run, Fleet& fleet, RedisClient& admin)
 {
     std::vector<OpTimes> times(std::size_t(run.o.workers) + 1);
     std::vector<std::thread> threads;
+    threads.reserve(std::size_t(run.o.workers) + 1);
     fleet.t0 = Clock::now();
     for (int k = 0; k < run.o.workers; ++k) {
         threads.emplace_back([&, k] { fleet.run_worker(k, times[std::size_t(k)]); });

@@ -28,7 +28,7 @@ struct Verification {
 };
 
 /// Reads every frame and exposure of the run (`threads` connections in parallel).
-Result<Verification> verify(const service::RedisOptions& redis, const std::string& ns,
+Result<Verification> verify(const service::RedisOptions& options, const std::string& ns,
                             const std::string& stream, const std::string& lane,
                             const std::string& campaign, long long jobs, int threads);
 

@@ -198,6 +198,7 @@ int submit(Connection& c, const SubmitArgs& a)
     }
     if (files.empty()) throw CtlExit{kExitUsage, "nothing to submit: no preproc files found"};
     std::vector<Job> jobs;
+    jobs.reserve(files.size());
     for (const auto& f : files)
         jobs.push_back(job_for(f, a));  // every name checked before any is queued
     std::string stream = c.plane->nightly_stream();

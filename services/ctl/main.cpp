@@ -248,8 +248,9 @@ int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
 
 }  // namespace
 
+// A function-try-block: what escapes the commands, CLI11's set-up included, ends in one line.
 int main(int argc, char** argv)
-{
+try {
     CLI::App app{"ex2dctl: operate the ex2d extraction fleet through its Redis control plane"};
     app.require_subcommand(1);
     // The options above the subcommand also after it (`ex2dctl status --json`), as an
@@ -278,8 +279,8 @@ int main(int argc, char** argv)
     } catch (const ctl::CtlExit& e) {
         std::cerr << "ex2dctl: " << e.message << "\n";
         return e.code;
-    } catch (const std::exception& e) {
-        std::cerr << "ex2dctl: internal error: " << e.what() << "\n";
-        return ex2d::kExitRuntime;
     }
+} catch (const std::exception& e) {
+    std::cerr << "ex2dctl: internal error: " << e.what() << "\n";
+    return ex2d::kExitRuntime;
 }

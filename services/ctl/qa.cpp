@@ -32,7 +32,7 @@ std::string env_or(const char* name, const std::string& fallback)
 /// this program (PREFIX/share/ex2d/python), else the source tree it was built from.
 std::string package_dir(const fs::path& self)
 {
-    const std::string given = env_or("EX2D_QA_PYTHONPATH", "");
+    std::string given = env_or("EX2D_QA_PYTHONPATH", "");
     if (!given.empty()) return given;
     std::error_code ec;
     const fs::path installed = self.parent_path().parent_path() / "share" / "ex2d" / "python";
@@ -70,6 +70,7 @@ int run_qa(const std::vector<std::string>& args, const std::vector<std::string>&
     command.insert(command.end(), fleet_args.begin(), fleet_args.end());
     command.insert(command.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(command.size() + 1);
     for (auto& a : command) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());

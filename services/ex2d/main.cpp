@@ -39,8 +39,9 @@ int fail(int code, const std::string& message)
 
 }  // namespace
 
+// A function-try-block: what escapes a command, CLI11's set-up included, ends in one line.
 int main(int argc, char** argv)
-{
+try {
     using namespace ex2d::tool;
     CLI::App app{"ex2d " EX2D_VERSION
                  ": spectro-perfectionism extraction of DESI spectrograph "
@@ -72,8 +73,8 @@ int main(int argc, char** argv)
                     std::string(e.what()) + " (run with --help for more information)");
     } catch (const CommandExit& e) {
         return fail(e.code(), e.what());
-    } catch (const std::exception& e) {
-        return fail(ex2d::kExitRuntime, std::string("internal error: ") + e.what());
     }
     return ex2d::kExitOk;
+} catch (const std::exception& e) {
+    return fail(ex2d::kExitRuntime, std::string("internal error: ") + e.what());
 }

@@ -46,6 +46,8 @@ TraceShiftOutcome run_trace_shift_step(const Job& job, const FitsHeader& image_h
     const double c0 = thread_cpu_seconds();
     auto measured =
         measure_trace_shifts(image, psf, desi_proc_trace_shift_options(out.method), job.preproc);
+    // Why the step failed, kept apart from `measured`, whose value is moved out.
+    Status failure = measured.is_ok() ? Status::ok() : measured.status();
     if (measured.is_ok()) {
         out.result = std::move(measured).value();
         auto shifted = shifted_psf_bytes(psf_bytes, job.psf, out.result, {job.psf, job.preproc});
@@ -62,13 +64,13 @@ TraceShiftOutcome run_trace_shift_step(const Job& job, const FitsHeader& image_h
                 }
             }
         } else {
-            measured = shifted.status();
+            failure = shifted.status();
         }
     }
     out.cpu_seconds = thread_cpu_seconds() - c0;
-    if (!measured.is_ok()) {
+    if (!failure.is_ok()) {
         out.failed = true;
-        out.reason = measured.status().message();
+        out.reason = failure.message();
         logger()->error(
             "trace-shifts failed method={} reason=\"{}\": the frame is extracted with the input "
             "PSF and flagged TRSHIFT='FAILED'",

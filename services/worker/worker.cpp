@@ -141,7 +141,7 @@ Status Worker::start()
     if (extraction_done_fd_ < 0 || trace_shift_done_fd_ < 0)
         return Status::io(std::string("eventfd: ") + std::strerror(errno));
     EX2D_RETURN_NOT_OK(register_process({{"backend", backend_->name()}, {"device", device_}}));
-    max_spare_planes_ = std::size_t(2 * (settings_.credit + 1));
+    max_spare_planes_ = 2 * (std::size_t(settings_.credit) + 1);
     discover();
     ctx_.set_ready(true);
     logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(),
@@ -278,6 +278,7 @@ void Worker::return_spare_plane(LargeArray<double> plane)
     if (spare_planes_.size() < max_spare_planes_) spare_planes_.push_back(std::move(plane));
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): it owns the message (worker.hpp)
 void Worker::accept_frame(wire::IncomingMessage message)
 {
     auto inputs = service::decode_frame(message, take_spare_plane(), take_spare_plane());

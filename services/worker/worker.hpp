@@ -67,6 +67,8 @@ private:
     void ask_for_frames();
     void receive_messages(long wait_ms);
     void receive_from_writers();
+    /// Takes the message: its parts are freed when it returns, before the slot is given back.
+    // NOLINTNEXTLINE(performance-unnecessary-value-param)
     void accept_frame(wire::IncomingMessage message);
     /// Starts the trace-shift step of the first waiting frame that needs it, one at a time.
     void start_trace_shifts();

@@ -74,7 +74,7 @@ Status Writer::start()
     next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
     // A slot is lent from its GRANT until a write thread has decoded the RESULT in it.
     result_slots_ = service::open_slot_pool(ctx_.settings().zmq.shm_dir,
-                                            std::size_t(settings_.credit + threads));
+                                            std::size_t(settings_.credit) + std::size_t(threads));
     writing_.assign(write_planes_.size(), std::nullopt);
     for (std::size_t i = 0; i < write_planes_.size(); ++i) {
         write_threads_.emplace_back([this, i] { write_loop(i); });

@@ -345,6 +345,7 @@ int Soak::run()
         service::RedisOptions{"127.0.0.1", fleet_.redis_port(), "", "", 1000});
 
     std::vector<std::string> cams;
+    cams.reserve(10);
     for (int i = 0; i < 10; ++i) cams.push_back("r" + std::to_string(i));
     for (int left = o_.frames, expid = 1001; left > 0; left -= 10, ++expid) {
         exposures_.push_back({expid, {cams.begin(), cams.begin() + std::min(left, 10)}});

@@ -39,8 +39,11 @@ private:
 }  // namespace ex2d::test
 
 /// Skips the current test when the real DESI PSF `name` is not available.
+// var is the name of the variable declared: it cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define EX2D_REQUIRE_SHARED_PSF(var, name)                                                  \
     const std::string var = ::ex2d::test::shared_psf(name);                                 \
     if (var.empty()) {                                                                      \
         GTEST_SKIP() << "../shared/data/" << (name) << " not found: real-PSF test skipped"; \
     }
+// NOLINTEND(bugprone-macro-parentheses)

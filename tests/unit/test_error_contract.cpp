@@ -53,7 +53,7 @@ TEST(Result, ValueOfAnErrorIsABadResultAccessNamingTheStatus)
                   std::string::npos)
             << e.what();
     }
-    EXPECT_THROW(Result<int>(Status::ok()), BadResultAccess);
+    EXPECT_THROW(Result<int>{Status::ok()}, BadResultAccess);
     Result<int> value = 3;
     ASSERT_TRUE(value.is_ok());
     EXPECT_EQ(value.value(), 3);

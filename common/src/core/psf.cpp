@@ -289,6 +289,7 @@ void evaluate_spots(const GaussHermitePsf& psf, int fiber_begin, int nfiber,
         work(0, 1);
     } else {
         std::vector<std::thread> threads;
+        threads.reserve(std::size_t(nthreads));
         for (int t = 0; t < nthreads; ++t) threads.emplace_back(work, t, nthreads);
         for (auto& t : threads) t.join();
     }

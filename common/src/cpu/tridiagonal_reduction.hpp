@@ -35,6 +35,6 @@ struct TridiagonalReductionWorkspace {
 /// zero. A non-finite entry makes T non-finite (the QR that follows then fails that matrix
 /// alone). Entries far from 1 are scaled by a power of two first, so no square overflows.
 void reduce_to_tridiagonal(int n, const double* lower, double* diagonal, double* off_diagonal,
-                           double* q, int ldq, TridiagonalReductionWorkspace& workspace);
+                           double* q, int ldq, TridiagonalReductionWorkspace& ws);
 
 }  // namespace ex2d::cpu

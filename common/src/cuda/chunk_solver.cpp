@@ -441,6 +441,7 @@ std::vector<std::pair<std::string, double>> ChunkSolver::call_seconds() const
     static const char* const names[6] = {"potrfBatched", "potrsBatched", "trsmBatched",
                                          "gemm C=Z^TZ",  "syevBatched",  "gemm Q=BB^T"};
     std::vector<std::pair<std::string, double>> out;
+    out.reserve(6);
     for (int k = 0; k < 6; ++k) out.emplace_back(names[k], call_seconds_[k]);
     return out;
 }

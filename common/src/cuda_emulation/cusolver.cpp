@@ -159,6 +159,9 @@ cusolverStatus_t cusolverDnDpotrfBatched(cusolverDnHandle_t handle, cublasFillMo
     return CUSOLVER_STATUS_SUCCESS;
 }
 
+// cuSOLVER's signature: its d_info is an output, which this emulation never needs to write
+// (the arguments are checked here, and dpotrs fails on nothing else).
+// NOLINTBEGIN(readability-non-const-parameter)
 cusolverStatus_t cusolverDnDpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n,
                                          int nrhs, double* A[], int lda, double* B[], int ldb,
                                          int* d_info, int batchSize)
@@ -176,6 +179,7 @@ cusolverStatus_t cusolverDnDpotrsBatched(cusolverDnHandle_t handle, cublasFillMo
     }
     return CUSOLVER_STATUS_SUCCESS;
 }
+// NOLINTEND(readability-non-const-parameter)
 
 cusolverStatus_t cusolverDnDsyevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz,
                                              cublasFillMode_t uplo, int n, const double* /*A*/,

@@ -43,7 +43,7 @@ Result<BadColumnOutcome> apply_badcolumn_mask(const BadColumns& table, BadColumn
     if (!frame.fibermap->empty()) {
         auto fiberstatus = read_int_column(*frame.fibermap, "FIBERSTATUS");
         if (!fiberstatus.is_ok() ||
-            fiberstatus.value().size() < std::size_t(frame.specmin + frame.nspec)) {
+            fiberstatus.value().size() < std::size_t(frame.specmin) + std::size_t(frame.nspec)) {
             return Status::format(table.source + ": cannot mark fibres in FIBERMAP: " +
                                   (fiberstatus.is_ok()
                                        ? "it has fewer rows than the frame's spectra"

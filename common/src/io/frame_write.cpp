@@ -222,6 +222,8 @@ Status write_scores(fitsfile* f, const std::string& path, const StoredFrame& fra
     std::vector<std::string> names = scores.names;
     std::vector<char*> ttype;
     std::vector<char*> tform;
+    ttype.reserve(names.size());
+    tform.reserve(names.size());
     for (std::string& name : names) ttype.push_back(name.data());
     for (size_t i = 0; i < names.size(); ++i) tform.push_back(const_cast<char*>("D"));
     fits_create_tbl(f, BINARY_TBL, frame.nspec, int(ttype.size()), ttype.data(), tform.data(),

@@ -109,6 +109,7 @@ FibermapColumnValues column_values(const FibermapColumn& spec, const std::vector
     const std::string& name = spec.name;
     if (spec.tform.back() == 'A') {
         std::vector<std::string> text;
+        text.reserve(fibres.size());
         for (const Fibre& f : fibres) {
             const Value v = column_value(name, f);
             text.push_back(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "");
@@ -117,10 +118,12 @@ FibermapColumnValues column_values(const FibermapColumn& spec, const std::vector
     }
     if (std::holds_alternative<double>(column_value(name, fibres[0]))) {
         std::vector<double> numbers;
+        numbers.reserve(fibres.size());
         for (const Fibre& f : fibres) numbers.push_back(std::get<double>(column_value(name, f)));
         return {spec, std::move(numbers)};
     }
     std::vector<long long> numbers;
+    numbers.reserve(fibres.size());
     for (const Fibre& f : fibres) numbers.push_back(std::get<long long>(column_value(name, f)));
     return {spec, std::move(numbers)};
 }

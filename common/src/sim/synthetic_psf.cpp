@@ -256,8 +256,11 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
     psf.params["TAILXSCA"] = make_constant_table(wmin, wmax, [](int) { return 1.0; });
     psf.params["TAILYSCA"] = make_constant_table(wmin, wmax, [](int) { return 1.0; });
     psf.params["TAILINDE"] = make_constant_table(wmin, wmax, [](int) { return 2.0; });
+    // The index of the fibre's bundle: an integer division.
+    // NOLINTBEGIN(bugprone-integer-division)
     psf.params["BUNDLE"] =
         make_constant_table(wmin, wmax, [](int fiber) { return double(fiber / kBundleSize); });
+    // NOLINTEND(bugprone-integer-division)
     psf.params["STATUS"] = make_constant_table(wmin, wmax, [](int) { return 0.0; });
     psf.params["CONT"] = make_constant_table(wmin, wmax, [](int) { return 0.0; });
 
@@ -269,14 +272,14 @@ GaussHermitePsf make_synthetic_psf(Arm arm, int petal)
 
 namespace ex2d {
 
-GaussHermitePsf crop_psf(const GaussHermitePsf& in, int nfiber, double wmin, double wmax,
+GaussHermitePsf crop_psf(const GaussHermitePsf& psf, int nfiber, double wmin, double wmax,
                          int margin)
 {
-    if (nfiber <= 0 || nfiber > in.nspec() || !(wmax > wmin) || margin < 0) {
-        throw Error("crop_psf: need 0 < nfiber <= " + std::to_string(in.nspec()) +
+    if (nfiber <= 0 || nfiber > psf.nspec() || !(wmax > wmin) || margin < 0) {
+        throw Error("crop_psf: need 0 < nfiber <= " + std::to_string(psf.nspec()) +
                     ", wmax > wmin and margin >= 0");
     }
-    GaussHermitePsf out = in;
+    GaussHermitePsf out = psf;
     auto keep_fibers = [nfiber](LegendreTable& t) {
         t.nfiber = nfiber;
         t.coef.resize(std::size_t(nfiber) * t.ncoef);
@@ -302,11 +305,11 @@ GaussHermitePsf crop_psf(const GaussHermitePsf& in, int nfiber, double wmin, dou
         out.xtrace.coef[std::size_t(f) * out.xtrace.ncoef] -= x0;
         out.ytrace.coef[std::size_t(f) * out.ytrace.ncoef] -= y0;
     }
-    out.npix_x = std::min(in.npix_x - x0, int(std::ceil(xmax)) - x0 + margin + out.hsizex + 1);
-    out.npix_y = std::min(in.npix_y - y0, int(std::ceil(ymax)) - y0 + margin + out.hsizey + 1);
+    out.npix_x = std::min(psf.npix_x - x0, int(std::ceil(xmax)) - x0 + margin + out.hsizex + 1);
+    out.npix_y = std::min(psf.npix_y - y0, int(std::ceil(ymax)) - y0 + margin + out.hsizey + 1);
     out.psf_header.set_int("NPIX_X", out.npix_x);
     out.psf_header.set_int("NPIX_Y", out.npix_y);
-    out.source = in.source + " (cropped)";
+    out.source = psf.source + " (cropped)";
     return out;
 }
 

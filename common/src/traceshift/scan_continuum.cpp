@@ -129,6 +129,7 @@ Result<LargeShiftScanResult> scan_continuum(const View& image, const GaussHermit
     for (int fiber = 0; fiber < psf.nspec(); ++fiber) {
         const TraceSamples trace(psf, fiber);
         for (int b = 0; b < kBands; ++b) {
+            // NOLINTNEXTLINE(bugprone-integer-division): the bands lie whole rows from the middle
             const double row = mid + (b - kBands / 2) * kBandRows;
             if (row < trace.first_row() || row > trace.last_row()) continue;
             double x, wave;

@@ -188,12 +188,11 @@ Result<ShiftPolynomial> fit_with_degree_rule(std::vector<TraceOffset>& offsets, 
         }
         logger()->info("trace-shifts fit degx={} degy={} {}; lowering the degree", degx, degy,
                        fit.is_ok() ? "corner error " + std::to_string(worst) + " px" : "failed");
-        if (degy > 0 && degy > degx) {
+        // The larger degree goes down first, x on a tie (both >= 0 and not both 0 here).
+        if (degy > degx) {
             --degy;
-        } else if (degx > 0) {
-            --degx;
         } else {
-            --degy;
+            --degx;
         }
     }
 }
@@ -214,6 +213,7 @@ std::vector<double> drop_discrepant_lines(std::vector<TraceOffset>& offsets,
     }
     const double center = median(medians);
     std::vector<double> deviations;
+    deviations.reserve(medians.size());
     for (double m : medians) deviations.push_back(std::fabs(m - center));
     const double limit = std::max(0.02, 5.0 * 1.4826 * median(deviations));
     std::vector<double> dropped;

@@ -53,17 +53,17 @@ std::vector<SpotPosition> detect_spots(const View& image, double min_snr, long m
             for (int c = 0; c < nx; ++c) {
                 const double w = image.weights[base + size_t(c)];
                 const bool good = w > 0;
-                pad_value[size_t(c + kHalfKernel)] =
+                pad_value[size_t(c) + kHalfKernel] =
                     good ? double(image.pixels[base + size_t(c)]) : 0.0;
-                pad_var[size_t(c + kHalfKernel)] = good ? 1.0 / w : 0.0;
+                pad_var[size_t(c) + kHalfKernel] = good ? 1.0 / w : 0.0;
             }
             double* out = across.data() + size_t(r % kKernel) * nx;
             double* out_var = across_var.data() + size_t(r % kKernel) * nx;
             for (int c = 0; c < nx; ++c) {
                 double sum = 0, sum_var = 0;
                 for (int i = 0; i < kKernel; ++i) {
-                    sum += g[size_t(i)] * pad_value[size_t(c + i)];
-                    sum_var += g2[size_t(i)] * pad_var[size_t(c + i)];
+                    sum += g[size_t(i)] * pad_value[size_t(c) + size_t(i)];
+                    sum_var += g2[size_t(i)] * pad_var[size_t(c) + size_t(i)];
                 }
                 out[c] = sum;
                 out_var[c] = sum_var;
@@ -79,8 +79,9 @@ std::vector<SpotPosition> detect_spots(const View& image, double min_snr, long m
             if (rs + j < 0 || rs + j >= ny) continue;
             const double* in = across.data() + size_t((rs + j) % kKernel) * nx;
             const double* in_var = across_var.data() + size_t((rs + j) % kKernel) * nx;
-            const double gj = g[size_t(j + kHalfKernel)];
-            const double gj2 = g2[size_t(j + kHalfKernel)];
+            const int tap = j + kHalfKernel;
+            const double gj = g[size_t(tap)];
+            const double gj2 = g2[size_t(tap)];
             for (int c = 0; c < nx; ++c) {
                 out[c] += gj * in[c];
                 out_var[c] += gj2 * in_var[c];
@@ -178,8 +179,8 @@ SpotMatcher::Matches SpotMatcher::match(const std::vector<SpotPosition>& predict
         int best = -1;
         for (int iy = std::max(0, cy - 1); iy <= std::min(ncy_ - 1, cy + 1); ++iy) {
             const int row = iy * ncx_;
-            const int begin = cell_start_[size_t(row + std::max(0, cx - 1))];
-            const int end = cell_start_[size_t(row + std::min(ncx_ - 1, cx + 1)) + 1];
+            const int begin = cell_start_[size_t(row) + size_t(std::max(0, cx - 1))];
+            const int end = cell_start_[size_t(row) + size_t(std::min(ncx_ - 1, cx + 1)) + 1];
             for (int k = begin; k < end; ++k) {
                 const double ddx = sorted_[size_t(k)].x - x;
                 const double ddy = sorted_[size_t(k)].y - y;

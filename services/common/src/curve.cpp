@@ -293,11 +293,13 @@ void ZapHandler::run()
                 continue;
             }
             std::vector<std::string> request;
+            request.reserve(parts.size());
             for (const auto& p : parts) request.push_back(p.to_string());
             bool accepted = false;
             std::string key;
             const auto reply = answer(request, allowed_, accepted, key);
             std::vector<zmq::const_buffer> out;
+            out.reserve(reply.size());
             for (const auto& r : reply) out.push_back(zmq::buffer(r));
             zmq::send_multipart(socket_, out);
             if (accepted) {

@@ -78,7 +78,7 @@ std::optional<SlotLoan> SlotLoan::from_meta(const nlohmann::json& meta)
     const auto token = parse_slot_token(slot->get<std::string>());
     const auto generation = meta.find("slot_generation");
     const auto bytes = meta.find("slot_bytes");
-    const auto whole = [&](nlohmann::json::const_iterator it) {
+    const auto whole = [&](const nlohmann::json::const_iterator& it) {
         return it != meta.end() && it->is_number_integer() && it->get<long long>() >= 0;
     };
     if (!token || !whole(generation) || !whole(bytes)) return std::nullopt;

@@ -59,7 +59,7 @@ void copy_id(char* field, std::size_t field_size, const std::string& id, const c
         throw Error(std::string("wire::encode: ") + what + " '" + id + "' is longer than " +
                     std::to_string(field_size - 1) + " characters");
     }
-    std::memcpy(field, id.data(), id.size());
+    std::memcpy(field, id.c_str(), id.size() + 1);
 }
 
 PartDescriptor describe(const ArrayPart& array, std::size_t index)
@@ -294,13 +294,10 @@ std::size_t dtype_size(DType dtype)
         case DType::u8:
             return 1;
         case DType::i32:
-            return 4;
         case DType::u32:
-            return 4;
         case DType::f32:
             return 4;
         case DType::f64:
-            return 8;
         case DType::i64:
             return 8;
     }
@@ -449,7 +446,7 @@ std::vector<zmq::message_t> move_arrays_to_slot(const std::vector<zmq::message_t
     const auto offsets = slot_offsets(header, total);
     for (std::size_t i = 0; i < offsets->size(); ++i) {
         const zmq::message_t& part = encoded[i + 2];
-        if (part.size() != 0) std::memcpy(slot + (*offsets)[i], part.data(), part.size());
+        if (!part.empty()) std::memcpy(slot + (*offsets)[i], part.data(), part.size());
     }
     header.shm_token = token;
     header.shm_generation = generation;

@@ -145,12 +145,15 @@ private:
         }                                     \
     } while (false)
 
+// tmp names a variable and lhs may be a declaration: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define EX2D_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
     auto tmp = (expr);                             \
     if (!tmp.is_ok()) {                            \
         return tmp.status();                       \
     }                                              \
     lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// `EX2D_ASSIGN_OR_RETURN(auto psf, read_psf(path));`
 #define EX2D_ASSIGN_OR_RETURN(lhs, expr) \

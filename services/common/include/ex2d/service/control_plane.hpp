@@ -128,7 +128,7 @@ public:
                                                      const std::string& camera);
 
 private:
-    Result<Fence> fenced(const std::string& script, const Job& job, std::vector<std::string> args);
+    Result<Fence> fenced(const std::string& body, const Job& job, std::vector<std::string> args);
 
     RedisClient& redis_;
     std::string ns_;
