@@ -7,7 +7,6 @@ same error) with a stand-in communicator."""
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,39 +65,6 @@ class Translation(unittest.TestCase):
             namespace(use_specter=True, decorrelate_fibers=True), binary="ex2d")
         self.assertIn("--use-specter", command)
         self.assertIn("--decorrelate-fibers", command)
-
-
-def packaging_python():
-    """A Python with pip, setuptools and wheel: this one, else Debian's (python3-pip,
-    python3-setuptools, python3-wheel), else None."""
-    for python in (sys.executable, "/usr/bin/python3"):
-        if not os.path.exists(python):
-            continue
-        probe = subprocess.run([python, "-c", "import setuptools, pip, wheel"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if probe.returncode == 0:
-            return python
-    return None
-
-
-class Packaging(unittest.TestCase):
-    @unittest.skipUnless(packaging_python(), "no Python with pip, setuptools and wheel")
-    def test_pip_installs_it_from_the_source_tree(self):
-        python = packaging_python()
-        tree = os.path.join(os.path.dirname(__file__), "..", "..", "python")
-        with tempfile.TemporaryDirectory() as scratch:
-            # A copy: setuptools leaves build/ and *.egg-info in the folder it builds.
-            source = shutil.copytree(tree, os.path.join(scratch, "source"))
-            target = os.path.join(scratch, "site")
-            # No network: the build uses the setuptools already installed.
-            subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
-                            "--no-build-isolation", "--no-index", "--target", target, source],
-                           check=True)
-            probe = subprocess.run(
-                [python, "-c", "import ex2d_desi; print(ex2d_desi.__file__)"],
-                env=dict(os.environ, PYTHONPATH=target), stdout=subprocess.PIPE, text=True,
-                check=True)
-            self.assertTrue(probe.stdout.startswith(target), probe.stdout)
 
 
 class WithTheBinary(unittest.TestCase):
