@@ -222,7 +222,8 @@ def write_frame(path, nspec=6, nwave=8, scores=True, fibermap=True):
     ivar[4, :3] = 0
     mask[5, :] = 1 | 2 ** 31
     chi2[0, 0] = 100.0
-    head = fits.Header([("CAMERA", "B1"), ("EXPID", 42), ("NIGHT", 20261122)])
+    head = fits.Header([("CAMERA", "B1"), ("EXPID", 42), ("NIGHT", 20261122),
+                        ("FIBERMIN", 250)])
     hdus = [fits.PrimaryHDU(), fits.ImageHDU(flux, head, name="FLUX"),
             fits.ImageHDU(ivar, name="IVAR"), fits.ImageHDU(mask, name="MASK"),
             fits.ImageHDU(np.linspace(6000, 6007, nwave), name="WAVELENGTH"),
@@ -258,6 +259,12 @@ def test_frame_stats_numbers(tmp_path):
     assert rec["nsky"] == 2 and rec["trace_shifts"] is None
     assert "detail" not in rec
     assert stats.frame_stats(path, detail=True)["detail"]["fiber_range"] == (500, 505)
+    # Without FIBERMAP the fibres count from FIBERMIN; without SCORES there are none.
+    bare = str(tmp_path / "bare.fits")
+    write_frame(bare, scores=False, fibermap=False)
+    rec = stats.frame_stats(bare, detail=True)
+    assert (rec["camera"], rec["nsky"], rec["scores"]) == ("b1", None, {})
+    assert rec["detail"]["fiber_range"] == (250, 255)
 
 
 def test_frame_stats_errors_name_the_file(tmp_path):
