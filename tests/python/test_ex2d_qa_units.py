@@ -580,10 +580,10 @@ def test_fleet_answers(tmp_path):
     ("echo warming >&2\necho 'cannot reach Redis' >&2\nexit 3\n", "cannot reach Redis"),
     ("exit 4\n", "ex2dctl exited 4"),
     ("echo '{not json'\n", "ex2dctl status: unreadable answer ("),
-    ("echo '{}'\n", None)])
+    ("echo '{\"exposure\": {}, \"frames\": [{\"state\": \"done\"}]}'\n", None)])
 def test_fleet_unavailable(tmp_path, script, why):
     f = fleet.Fleet(fake_ctl(tmp_path, script))
-    assert f.exposure("00000001") is None  # '{}' too: the fleet does not know the exposure
+    assert f.exposure("00000001") is None  # also an answer without a state or a camera
     if why is None:
         assert f.unavailable is None
     else:
