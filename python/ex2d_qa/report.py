@@ -196,8 +196,9 @@ class Report:
                         path = fh.get("output") or os.path.join(folder, "frame-%s-%s.fits.gz" % (
                             cam, expid))
                         f = Frame(path, cam, expid, night)
-                        f.rec = frame_stats(path) if fh.get("state") == "done" else \
-                            {"path": path, "error": None}
+                        # No record for a frame not written yet: one without the numbers
+                        # would count as readable and be judged and summed.
+                        f.rec = frame_stats(path) if fh.get("state") == "done" else None
                         cams[cam] = f
                     f.fleet = fh
 

@@ -183,7 +183,10 @@ def _detail(flux, ivar, mask, chi2, wave, fibers, objtype, finite):
     clean_ivar = np.where(finite, ivar, 0)
     positive = chi2[np.isfinite(chi2) & (chi2 > 0)]
     edges = np.linspace(-2, 3, 76)
-    hist = np.histogram(np.log10(np.clip(positive, 1e-2, 1e3)), bins=edges)[0]
+    # Clipped in log10 and float64: a float32 CHI2PIX clipped to 0.01 has a log10 just below
+    # -2 (and 1000's just above 3), which np.histogram would leave out.
+    hist = np.histogram(np.clip(np.log10(positive.astype(np.float64)), edges[0], edges[-1]),
+                        bins=edges)[0]
     level = np.median(clean_flux, axis=1)
     sky = np.flatnonzero(objtype == "SKY") if objtype is not None else np.array([], int)
     science = np.setdiff1d(np.arange(flux.shape[0]), sky)
