@@ -3,12 +3,13 @@
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
 import time
 
-from .fibermap_columns import exported_desispec_table
+from .fibermap_columns import exported_desispec_table, exported_fds
 
 # desi_extract_spectra options (desispec.scripts.extract.parse) that take a value, with the
 # ex2d extract flag each becomes; None values are left out, as desispec's defaults apply.
@@ -112,10 +113,36 @@ def run_ex2d(command, cpus, timing=None):
         raise Ex2dError(err.exit_code, str(err)) from err
     finally:
         widen_affinity(previous)
-    if isinstance(timing, dict) and steps:
+    if steps:
+        record_steps(timing, steps, camera_of(command))
+
+
+def camera_of(command):
+    """The camera in the output (else input) file name of an ``ex2d extract`` command line:
+    ``r0`` for ``frame-r0-00051060.fits``; None where the names follow no such pattern."""
+    for flag in ("-o", "-i"):
+        if flag in command[:-1]:
+            name = os.path.basename(command[command.index(flag) + 1])
+            match = re.match(r"[a-z]+-([brz]\d)-", name)
+            if match:
+                return match.group(1)
+    return None
+
+
+def record_steps(timing, steps, camera):
+    """ex2d's read, extract and write steps into desi_proc's timing: a dict gets the marks
+    ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract``, ``ex2d-write`` (when each step
+    ended, as main_gpu_specter's ``frame-*``); a desiutil Timer gets the steps
+    ``ex2d-read-CAMERA`` etc., with their own start and stop times."""
+    if isinstance(timing, dict):
         timing["ex2d-frame-start"] = steps["read"][0]
         for step in ("read", "extract", "write"):
             timing["ex2d-" + step] = steps[step][1]
+    elif hasattr(timing, "start") and hasattr(timing, "stop"):
+        for step in ("read", "extract", "write"):
+            name = "ex2d-" + step + ("-" + camera if camera else "")
+            timing.start(name, starttime=steps[step][0])
+            timing.stop(name, stoptime=steps[step][1])
 
 
 def widen_affinity(cpus):
@@ -128,7 +155,7 @@ def widen_affinity(cpus):
 def run_program(command, cpus):
     """The ex2d program for ``command``, where the module is not installed."""
     result = subprocess.run([ex2d_binary(), *command[1:]], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
+                            stderr=subprocess.STDOUT, text=True, pass_fds=exported_fds(),
                             preexec_fn=lambda: widen_affinity(cpus))
     print(result.stdout, end="", flush=True)
     if result.returncode != 0:
@@ -155,9 +182,11 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     rank 0 runs ex2d on the CPUs of the group's ranks on its node and the others wait without
     spinning; every rank raises Ex2dError if ex2d failed. ex2d picks a GPU where one is
     visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). Where desispec can be imported,
-    the frame's FIBERMAP gets desispec's own column descriptions. ``timing``, desi_proc's dict
-    of time marks, gets ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract`` and
-    ``ex2d-write``, names that do not clash with desispec's ``frame-*``.
+    the frame's FIBERMAP gets desispec's own column descriptions. ``timing`` is a dict of time
+    marks, as main_gpu_specter's (``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract``,
+    ``ex2d-write``, names that do not clash with desispec's ``frame-*``), or desi_proc's
+    desiutil Timer, which gets the steps ``ex2d-read-CAMERA``, ``ex2d-extract-CAMERA`` and
+    ``ex2d-write-CAMERA`` (record_steps).
     """
     if comm is None and coordinator is not None:
         comm = getattr(coordinator, "comm", None)
@@ -178,3 +207,18 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
         error = comm.bcast(error, root=0)
     if error is not None:
         raise Ex2dError(*error)
+
+
+def extract_main(cmdargs, comm=None, timing=None):
+    """``desi_extract_spectra``'s argument list (as desispec.scripts.extract.main takes it),
+    parsed by desispec and extracted by main_ex2d in this process: desi_proc's run without MPI
+    calls this through desispec.util.runcmd where it ran the desi_extract_spectra program."""
+    from desispec.scripts.extract import parse
+    main_ex2d(parse(cmdargs), comm=comm, timing=timing)
+
+
+def extract_main_timed(timer):
+    """extract_main with desi_proc's Timer bound, for runcmd, which passes only the arguments."""
+    def ex2d_extract(cmdargs):
+        extract_main(cmdargs, timing=timer)
+    return ex2d_extract

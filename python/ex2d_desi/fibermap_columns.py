@@ -58,18 +58,28 @@ _exported = {}
 
 
 def exported_desispec_table():
-    """A JSON file of desispec's table for this process (written once), or None without
-    desispec."""
+    """desispec's table for ``ex2d extract --fibermap-columns`` in this process and the
+    programs it starts, or None without desispec: ``/proc/self/fd/N``, a file that has no name
+    from the moment it is written, so that nothing is left behind however the process ends
+    (an MPI abort or a kill included). Run the program with ``pass_fds=exported_fds()``."""
     if "path" not in _exported:
         table = desispec_table()
         path = None
         if table is not None:
-            path = os.path.join(tempfile.gettempdir(),
-                                "ex2d-fibermap-columns-{}-{}.json".format(os.getuid(), os.getpid()))
-            write_table(table, path)
-            atexit.register(os.unlink, path)
+            handle = tempfile.TemporaryFile("w+")
+            json.dump(table, handle, indent=1)
+            handle.flush()
+            atexit.register(handle.close)
+            _exported["file"] = handle
+            path = "/proc/self/fd/{}".format(handle.fileno())
         _exported["path"] = path
     return _exported["path"]
+
+
+def exported_fds():
+    """The descriptors a started program must inherit for ``exported_desispec_table()``."""
+    handle = _exported.get("file")
+    return (handle.fileno(),) if handle is not None else ()
 
 
 def main(argv=None):

@@ -67,6 +67,46 @@ class Translation(unittest.TestCase):
         self.assertIn("--decorrelate-fibers", command)
 
 
+class FakeTimer:
+    """desiutil.timer.Timer's start and stop, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def start(self, name, starttime=None):
+        self.calls.append(("start", name, starttime))
+
+    def stop(self, name, stoptime=None):
+        self.calls.append(("stop", name, stoptime))
+
+
+class Steps(unittest.TestCase):
+    STEPS = {"read": (10.0, 11.0), "extract": (11.0, 15.0), "write": (15.0, 15.5)}
+
+    def test_marks_in_a_dict(self):
+        timing = {"frame-start": 1.0}
+        hook.record_steps(timing, self.STEPS, "b3")
+        self.assertEqual(timing, {"frame-start": 1.0, "ex2d-frame-start": 10.0, "ex2d-read": 11.0,
+                                  "ex2d-extract": 15.0, "ex2d-write": 15.5})
+
+    def test_steps_in_a_timer(self):
+        timer = FakeTimer()
+        hook.record_steps(timer, self.STEPS, "b3")
+        self.assertEqual(timer.calls, [
+            ("start", "ex2d-read-b3", 10.0), ("stop", "ex2d-read-b3", 11.0),
+            ("start", "ex2d-extract-b3", 11.0), ("stop", "ex2d-extract-b3", 15.0),
+            ("start", "ex2d-write-b3", 15.0), ("stop", "ex2d-write-b3", 15.5)])
+        hook.record_steps(timer, self.STEPS, None)
+        self.assertEqual(timer.calls[-1], ("stop", "ex2d-write", 15.5))
+
+    def test_camera_from_the_file_names(self):
+        self.assertEqual(hook.camera_of(["ex2d", "extract", "-i", "/a/preproc-z9-00000007.fits",
+                                         "-o", "/b/frame-r1-00000007.fits"]), "r1")
+        self.assertEqual(hook.camera_of(["ex2d", "extract", "-i", "preproc-b2-1.fits",
+                                         "-o", "out.fits"]), "b2")
+        self.assertIsNone(hook.camera_of(["ex2d", "extract", "-i", "in.fits", "-o"]))
+
+
 class WithTheBinary(unittest.TestCase):
     @staticmethod
     def make_inputs(folder):
@@ -116,6 +156,19 @@ class WithTheBinary(unittest.TestCase):
         self.assertEqual(marks, sorted(marks))
         self.assertEqual(len(timing), 5)
         self.assertEqual(timing["frame-start"], 1.0)  # desi_proc's own marks are left alone
+
+    def test_desi_procs_timer_gets_the_cameras_steps(self):
+        timer = FakeTimer()
+        ex2d_desi.main_ex2d(self.args(), timing=timer)
+        if not IN_PROCESS:
+            self.assertEqual(timer.calls, [])
+            return
+        names = ["ex2d-read-r0", "ex2d-extract-r0", "ex2d-write-r0"]
+        self.assertEqual([call[1] for call in timer.calls], [n for n in names for _ in (0, 1)])
+        self.assertEqual([call[0] for call in timer.calls], ["start", "stop"] * 3)
+        times = [call[2] for call in timer.calls]
+        self.assertEqual(times, sorted(times))
+        self.assertLess(times[0], times[-1])
 
     def test_exit_codes_become_ex2d_errors(self):
         missing = os.path.join(self.dir.name, "no-such-preproc.fits")
@@ -207,6 +260,9 @@ class FibermapColumns(unittest.TestCase):
     def test_desispec_table_reaches_the_frame(self):
         sys.path.insert(0, self.stub.name)
         path = columns.exported_desispec_table()
+        # No name in any folder, so that an aborted rank leaves nothing behind.
+        self.assertRegex(path, r"^/proc/self/fd/\d+$")
+        self.assertEqual(os.readlink(path)[-len(" (deleted)"):], " (deleted)")
         with open(path) as table:
             self.assertEqual(json.load(table)[2], {"name": "TARGET_RA", "tform": "D",
                                                    "unit": "deg", "description": "Stub RA words"})
