@@ -18,6 +18,7 @@ namespace {
 std::vector<std::string> cameras(int n)
 {
     std::vector<std::string> out;
+    out.reserve(std::size_t(n));
     for (int i = 0; i < n; ++i)
         out.push_back(std::string(1, "brz"[i / 10]) + std::to_string(i % 10));
     return out;

@@ -80,7 +80,7 @@ protected:
         sim.wmax = wmax;
         auto simulated = simulate_frame(make_synthetic_psf(arm, 0), sim);
         EXPECT_TRUE(simulated.is_ok()) << simulated.status().to_string();
-        const std::string path = dir_->file(name);
+        std::string path = dir_->file(name);
         EXPECT_TRUE(write_preproc(path, simulated.value().preproc).is_ok());
         return path;
     }

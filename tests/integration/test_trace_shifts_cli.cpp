@@ -88,7 +88,7 @@ protected:
         sim.arc = arc;
         auto frame = simulate_frame(truth, sim);
         EXPECT_TRUE(frame.is_ok()) << frame.status().to_string();
-        const std::string path = dir_->file(name);
+        std::string path = dir_->file(name);
         EXPECT_TRUE(write_preproc(path, frame.value().preproc).is_ok());
         return path;
     }

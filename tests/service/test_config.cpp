@@ -40,9 +40,8 @@ protected:
     {
         // ctest runs each test in its own process, several at once: the pid keeps one test's
         // file from being rewritten or removed by another's.
-        const std::string path = ::testing::TempDir() + "ex2d_config_" +
-                                 std::to_string(::getpid()) + "_" + std::to_string(files_.size()) +
-                                 ".yaml";
+        std::string path = ::testing::TempDir() + "ex2d_config_" + std::to_string(::getpid()) +
+                           "_" + std::to_string(files_.size()) + ".yaml";
         std::ofstream(path) << text;
         files_.push_back(path);
         return path;
@@ -51,6 +50,7 @@ protected:
     {
         args.insert(args.begin(), "prog");
         std::vector<const char*> argv;
+        argv.reserve(args.size());
         for (const auto& arg : args) argv.push_back(arg.c_str());
         return config.load(int(argv.size()), argv.data());
     }

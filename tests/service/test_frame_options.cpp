@@ -60,7 +60,7 @@ FrameInputs small_frame()
     return in;
 }
 
-Result<FrameInputs> round_trip(wire::OutgoingMessage message)
+Result<FrameInputs> round_trip(const wire::OutgoingMessage& message)
 {
     wire::DecodeError error;
     auto decoded = wire::decode(wire::encode(message), error);
@@ -81,13 +81,13 @@ TEST(FrameOptions, TraceShiftPlacementTravelsAndDefaultsToTheReader)
     // A FRAME from a reader before the setting: the reader ran the step.
     wire::OutgoingMessage old = encode_frame(small_frame());
     old.meta.erase("trace_shifts_in");
-    auto reader = round_trip(std::move(old));
+    auto reader = round_trip(old);
     ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
     EXPECT_EQ(reader.value().trace_shifts_in, "reader");
 
     wire::OutgoingMessage bad = encode_frame(small_frame());
     bad.meta["trace_shifts_in"] = "writer";
-    auto refused = round_trip(std::move(bad));
+    auto refused = round_trip(bad);
     ASSERT_FALSE(refused.is_ok());
     EXPECT_EQ(refused.status().message(),
               "FRAME: trace_shifts_in 'writer' is not reader or worker");

@@ -276,6 +276,7 @@ TEST(MetricsTest, LabelledMetricsAreOnePerLabelAndThreadSafe)
               std::string::npos)
         << text;
     std::vector<std::thread> threads;
+    threads.reserve(8);
     for (int t = 0; t < 8; ++t) {
         threads.emplace_back([&metrics] {
             for (int i = 0; i < 1000; ++i) metrics.leases(i % 2 ? "renewed" : "lost").Increment();
@@ -362,6 +363,7 @@ int run(std::vector<std::string> args, const ex2d::service::ServiceFactory& fact
 {
     args.insert(args.begin(), "ex2d-test");
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (auto& arg : args) argv.push_back(arg.data());
     return ex2d::service::run_service(int(argv.size()), argv.data(), "worker", factory);
 }

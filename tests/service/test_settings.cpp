@@ -80,6 +80,7 @@ protected:
         std::ofstream(file_) << yaml;
         flags.insert(flags.begin(), {"prog", "--config", file_});
         std::vector<const char*> argv;
+        argv.reserve(flags.size());
         for (const auto& flag : flags) argv.push_back(flag.c_str());
         Config config;
         const ex2d::Status loaded = config.load(int(argv.size()), argv.data());

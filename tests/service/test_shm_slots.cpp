@@ -84,6 +84,7 @@ void expect_same_arrays(const wire::IncomingMessage& got, const std::vector<zmq:
 std::vector<zmq::message_t> delivered(const std::vector<zmq::message_t>& parts)
 {
     std::vector<zmq::message_t> copies;
+    copies.reserve(parts.size());
     for (const auto& p : parts) copies.emplace_back(p.data(), p.size());
     return copies;
 }

@@ -36,6 +36,7 @@ LegendreTable four_traces()
 std::vector<double> grid()
 {
     std::vector<double> wave;
+    wave.reserve(kNwave);
     for (int w = 0; w < kNwave; ++w) wave.push_back(5000 + 100.0 * w);
     return wave;
 }
@@ -235,7 +236,7 @@ class BadColumnCsv : public ::testing::Test {
 protected:
     std::string write(const std::string& name, const std::string& text)
     {
-        const std::string path = (dir_ / name).string();
+        std::string path = (dir_ / name).string();
         std::ofstream(path) << text;
         return path;
     }

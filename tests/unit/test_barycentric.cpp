@@ -76,11 +76,12 @@ TEST(Barycentric, FactorIsOnePlusVOverC)
 TEST(Barycentric, RejectsBadInput)
 {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (auto r : {ex2d::barycentric_correction(nan, 0.0, 59000.0),
-                   ex2d::barycentric_correction(10.0, 90.5, 59000.0),
-                   ex2d::barycentric_correction(10.0, 0.0, std::numeric_limits<double>::infinity()),
-                   ex2d::barycentric_correction(10.0, 0.0, 30000.0),     // 1941: before UTC
-                   ex2d::barycentric_correction(10.0, 0.0, 90000.0)}) {  // 2105: past eraEpv00
+    for (const auto& r :
+         {ex2d::barycentric_correction(nan, 0.0, 59000.0),
+          ex2d::barycentric_correction(10.0, 90.5, 59000.0),
+          ex2d::barycentric_correction(10.0, 0.0, std::numeric_limits<double>::infinity()),
+          ex2d::barycentric_correction(10.0, 0.0, 30000.0),     // 1941: before UTC
+          ex2d::barycentric_correction(10.0, 0.0, 90000.0)}) {  // 2105: past eraEpv00
         ASSERT_FALSE(r.is_ok());
         EXPECT_EQ(r.status().code(), ex2d::StatusCode::invalid_argument);
     }

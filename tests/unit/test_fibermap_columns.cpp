@@ -136,7 +136,7 @@ std::vector<std::string> column_keywords(const std::vector<Card>& cards)
 std::string write_json(const ex2d::test::TempDir& dir, const std::string& name,
                        const std::string& text)
 {
-    const std::string path = dir.file(name);
+    std::string path = dir.file(name);
     std::ofstream(path) << text;
     return path;
 }

@@ -56,6 +56,7 @@ ex2d::ExtractedFrame noisy_frame(int nspec = kNspec)
 std::vector<double> as_float32(const std::vector<double>& v)
 {
     std::vector<double> out;
+    out.reserve(v.size());
     for (double x : v) out.push_back(double(float(x)));
     return out;
 }

@@ -292,6 +292,7 @@ TEST(FrameIo, ReadFrameRoundTrip)
     EXPECT_EQ(f.ndiag, kNdiag);
     auto as_float = [](const auto& v) {
         std::vector<double> out;
+        out.reserve(v.size());
         for (double x : v) out.push_back(double(float(x)));
         return out;
     };

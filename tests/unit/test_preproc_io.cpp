@@ -289,7 +289,7 @@ std::string write_truncated_preproc(const ex2d::test::TempDir& dir)
     EXPECT_TRUE(ex2d::write_preproc(full, img).is_ok());
     std::ifstream in(full, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string cut = dir.file("cut.fits");
+    std::string cut = dir.file("cut.fits");
     std::ofstream(cut, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
     return cut;
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -20,8 +21,6 @@
 #include "ex2d/fits_table.hpp"
 #include "ex2d/frame_io.hpp"
 #include "ex2d/preproc.hpp"
-
-extern char** environ;
 
 namespace ex2d::fleet_test {
 
@@ -43,10 +42,11 @@ int free_port()
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
     ::close(fd);
+    if (!bound) throw std::runtime_error("free_port: no loopback port to bind");
     return ntohs(addr.sin_port);
 }
 
@@ -79,7 +79,7 @@ bool eventually(double timeout_s, const std::function<bool()>& predicate)
 }
 
 Process::Process(std::string name, std::vector<std::string> argv,
-                 std::map<std::string, std::string> env, std::string log_path)
+                 const std::map<std::string, std::string>& env, std::string log_path)
     : name_(std::move(name)), log_path_(std::move(log_path))
 {
     std::vector<std::string> env_strings;

@@ -21,8 +21,8 @@ namespace ex2d::fleet_test {
 /// A child process with its output in a log file.
 class Process {
 public:
-    Process(std::string name, std::vector<std::string> argv, std::map<std::string, std::string> env,
-            std::string log_path);
+    Process(std::string name, std::vector<std::string> argv,
+            const std::map<std::string, std::string>& env, std::string log_path);
     ~Process();  ///< SIGKILL if still running
     Process(const Process&) = delete;
     Process& operator=(const Process&) = delete;
