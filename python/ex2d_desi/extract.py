@@ -5,10 +5,10 @@ import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 
+from . import ranks
 from .fibermap_columns import exported_desispec_table, exported_fds
 
 # desi_extract_spectra options (desispec.scripts.extract.parse) that take a value, with the
@@ -60,9 +60,10 @@ def ex2d_binary():
     return path
 
 
-def extract_command(args, threads=None, binary="ex2d", fibermap_columns=None):
+def extract_command(args, threads=None, binary="ex2d", fibermap_columns=None, device=None):
     """The ``ex2d extract`` command line (a list) for the namespace ``args``;
-    ``fibermap_columns`` is a JSON table of FIBERMAP descriptions (fibermap_columns.py)."""
+    ``fibermap_columns`` is a JSON table of FIBERMAP descriptions (fibermap_columns.py),
+    ``device`` a CUDA device index."""
     command = [binary, "extract"]
     for name, flag in VALUE_OPTIONS:
         value = getattr(args, name, None)
@@ -75,29 +76,17 @@ def extract_command(args, threads=None, binary="ex2d", fibermap_columns=None):
         command += ["--threads", str(threads)]
     if fibermap_columns:
         command += ["--fibermap-columns", fibermap_columns]
+    if device is not None:
+        command += ["--device", str(device)]
     return command
 
 
-def group_cpus(comm):
-    """The CPUs this process may use, joined with those of the other ranks of ``comm`` on
-    this node: the ranks that wait while rank 0 extracts lend it their cores."""
-    mine = set(os.sched_getaffinity(0))
-    if comm is None:
-        return mine
-    host = socket.gethostname()
-    cpus = set()
-    for other_host, other_cpus in comm.allgather((host, sorted(mine))):
-        if other_host == host:
-            cpus.update(other_cpus)
-    return cpus
-
-
-def run_ex2d(command, cpus, timing=None):
+def run_ex2d(command, cpus, timing=None, share=None):
     """Runs the ``ex2d extract`` command line ``command`` on ``cpus``: in this process through
     the ex2d module where it imports (log lines live in Python's logging; ``timing`` gets the
-    marks ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract`` and ``ex2d-write``, when each
-    step ended, as desispec's ``frame-*`` marks), else as the program. Raises Ex2dError with
-    ex2d's message and exit code on failure."""
+    steps, record_steps), else as the program. ``share`` (a ranks.PartExchange, module only)
+    makes it extract this rank's share of the bundles. Raises Ex2dError with ex2d's message
+    and exit code on failure."""
     try:
         import ex2d
     except ImportError as err:
@@ -108,7 +97,7 @@ def run_ex2d(command, cpus, timing=None):
     previous = os.sched_getaffinity(0)
     widen_affinity(cpus)
     try:
-        steps = ex2d.run(command[1:])
+        steps = ex2d.run(command[1:], share=share)
     except ex2d.Error as err:
         raise Ex2dError(err.exit_code, str(err)) from err
     finally:
@@ -133,13 +122,15 @@ def record_steps(timing, steps, camera):
     """ex2d's read, extract and write steps into desi_proc's timing: a dict gets the marks
     ``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract``, ``ex2d-write`` (when each step
     ended, as main_gpu_specter's ``frame-*``); a desiutil Timer gets the steps
-    ``ex2d-read-CAMERA`` etc., with their own start and stop times."""
+    ``ex2d-read-CAMERA`` etc., with their own start and stop times. A rank that extracted a
+    share of the bundles and did not write has no write step."""
+    done = [step for step in ("read", "extract", "write") if step in steps]
     if isinstance(timing, dict):
         timing["ex2d-frame-start"] = steps["read"][0]
-        for step in ("read", "extract", "write"):
+        for step in done:
             timing["ex2d-" + step] = steps[step][1]
     elif hasattr(timing, "start") and hasattr(timing, "stop"):
-        for step in ("read", "extract", "write"):
+        for step in done:
             name = "ex2d-" + step + ("-" + camera if camera else "")
             timing.start(name, starttime=steps[step][0])
             timing.stop(name, stoptime=steps[step][1])
@@ -178,11 +169,12 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     ex2d runs in this process through the ex2d module (its log lines into Python's logging,
     its steps into ``timing``), or as the program where the module is not installed.
     Without ``comm``, ex2d runs with one thread per CPU of this process's affinity.
-    With ``comm`` (or a gpu_specter ``coordinator``'s), every rank of the group calls this;
-    rank 0 runs ex2d on the CPUs of the group's ranks on its node and the others wait without
-    spinning; every rank raises Ex2dError if ex2d failed. ex2d picks a GPU where one is
-    visible (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). Where desispec can be imported,
-    the frame's FIBERMAP gets desispec's own column descriptions. ``timing`` is a dict of time
+    With ``comm`` (or a gpu_specter ``coordinator``'s), every rank of the group calls this:
+    the extractors (ranks.py: one rank per node on CPUs, one per GPU on GPU nodes) each
+    extract a share of the bundles and rank 0 writes the frame; the other ranks wait without
+    spinning; every rank raises Ex2dError if any extractor failed. ex2d uses the GPUs it sees
+    (``--no-gpu`` or $DESI_NO_GPU keep it on the CPU). Where desispec can be imported, the
+    frame's FIBERMAP gets desispec's own column descriptions. ``timing`` is a dict of time
     marks, as main_gpu_specter's (``ex2d-frame-start``, ``ex2d-read``, ``ex2d-extract``,
     ``ex2d-write``, names that do not clash with desispec's ``frame-*``), or desi_proc's
     desiutil Timer, which gets the steps ``ex2d-read-CAMERA``, ``ex2d-extract-CAMERA`` and
@@ -190,21 +182,35 @@ def main_ex2d(args, comm=None, timing=None, coordinator=None):
     """
     if comm is None and coordinator is not None:
         comm = getattr(coordinator, "comm", None)
-    cpus = group_cpus(comm)
+    columns = exported_desispec_table()
+    if comm is None:
+        cpus = set(os.sched_getaffinity(0))
+        run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns), cpus,
+                 timing)
+        return
+    members = comm.allgather(ranks.member())
+    plan = None
+    if comm.rank == 0:
+        shareable = ranks.module_imports()
+        plan = ranks.plan_extractors(members, ranks.visible_gpus(args),
+                                     ranks.bundles_in(args) if shareable else 1, shareable)
+    plan = comm.bcast(plan, root=0)
     error = None
-    if comm is None or comm.rank == 0:
+    if comm.rank in plan:
+        cpus, device = plan[comm.rank]
+        share = ranks.PartExchange(comm, sorted(plan)) if len(plan) > 1 else None
         try:
-            columns = exported_desispec_table()
-            run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns), cpus,
-                     timing)
+            run_ex2d(extract_command(args, threads=len(cpus), fibermap_columns=columns,
+                                     device=device), set(cpus), timing, share)
         except Ex2dError as err:
             error = (err.returncode, str(err))
-    if comm is not None:
-        if comm.rank == 0:
-            comm.Ibarrier().Wait()
-        else:
-            wait_without_spinning(comm)
-        error = comm.bcast(error, root=0)
+            if share is not None:
+                share.failed(error)
+    if comm.rank == 0:
+        comm.Ibarrier().Wait()
+    else:
+        wait_without_spinning(comm)
+    error = comm.bcast(error, root=0)
     if error is not None:
         raise Ex2dError(*error)
 

@@ -25,6 +25,7 @@
 #include "ex2d/psf_io.hpp"
 #include "ex2d/timing_file.hpp"
 #include "commands.hpp"
+#include "frame_share.hpp"
 #include "python_errors.hpp"
 #include "python_log.hpp"
 
@@ -195,13 +196,16 @@ ExtractedFrame extract_interruptibly(const ImageView& view, const GaussHermitePs
 }
 
 /// One ex2d command line in this process (tool::run_in_process), interruptible; the steps
-/// the extract command timed, {name: (start, stop)} in seconds since the epoch.
-py::dict run_command_line(const std::vector<std::string>& args)
+/// the extract command timed, {name: (start, stop)} in seconds since the epoch. With
+/// `share`, extract extracts this process's share of the frame's bundles (PythonFrameShare).
+py::dict run_command_line(const std::vector<std::string>& args, const py::object& share)
 {
     follow_python_log_level();
     std::atomic<bool> cancel{false};
     StepTimer steps;
-    const tool::RunContext context{false, &cancel, &steps};
+    std::optional<PythonFrameShare> frame_share;
+    if (!share.is_none()) frame_share.emplace(share);
+    const tool::RunContext context{false, &cancel, &steps, frame_share ? &*frame_share : nullptr};
     try {
         run_interruptibly([&] { tool::run_in_process(args, context); }, cancel);
     } catch (const tool::CommandExit& e) {
@@ -366,6 +370,7 @@ PYBIND11_MODULE(_ex2d, m)
     m.doc() = "ex2d's extraction engine in-process (import ex2d)";
     m.attr("__version__") = EX2D_VERSION;
     define_exceptions(m);
+    prepare_numpy();
     route_log_to_python();
     bind_classes(m);
 
@@ -392,13 +397,19 @@ PYBIND11_MODULE(_ex2d, m)
         },
         py::arg("path"),
         "Reads a preproc file (IMAGE, IVAR, MASK; non-finite pixels masked as ex2d extract does)");
-    m.def("run", &run_command_line, py::arg("args"),
+    m.def("cuda_device_count", &cuda_device_count,
+          "The CUDA devices this process sees (0 where none is, or in a build without the CUDA "
+          "backend)");
+    m.def("run", &run_command_line, py::arg("args"), py::arg("share") = py::none(),
           "Runs one ex2d command line in this process, as the ex2d program runs it, e.g. "
           "run(['extract', '-i', 'preproc.fits', '-p', 'psf.fits', '-o', 'frame.fits']): the same "
           "code, files and log lines (into logging). A failure raises the class of the program's "
           "exit code with its message; Ctrl-C stops an extraction (KeyboardInterrupt, no frame "
           "written). Returns the extract command's steps, {'read'|'extract'|'write': (start, "
-          "stop)} in seconds since the epoch; {} for other commands.");
+          "stop)} in seconds since the epoch; {} for other commands. share (for extract): an "
+          "object with index, count and gather(part), by which several processes extract one "
+          "frame, each its share of the bundles; the one whose gather returns every part "
+          "writes the frame (ex2d_desi's MPI ranks).");
     m.def("extract", &extract, py::arg("image"), py::arg("ivar"), py::arg("mask"), py::arg("psf"),
           py::kw_only(), py::arg("wavelength") = py::none(), py::arg("specmin") = 0,
           py::arg("nspec") = py::none(), py::arg("backend") = "cpu", py::arg("threads") = 0,

@@ -257,10 +257,20 @@ void run_extract(ExtractArgs& args)
         logger()->info("barycentric correction {} v={:.6f} km/s HELIOCOR={:.15f}", ids,
                        bc.velocity_km_s, bc.factor);
     }
+    // Several processes on one frame (RunContext::share): this one extracts its share of the
+    // bundles, and the one that writes merges every part.
+    FrameShare* const share = run_context().share;
+    ExtractionOptions extracted = args.opt;
+    if (share != nullptr) {
+        const BundleShare mine = share->bundles(args.opt.nspec / args.opt.bundlesize);
+        if (mine.count <= 0) throw std::logic_error("a frame share without a bundle");
+        extracted.specmin = args.opt.specmin + mine.first * args.opt.bundlesize;
+        extracted.nspec = mine.count * args.opt.bundlesize;
+    }
     // The CPU reads only the columns its patches use: a one-bundle run then needs a tenth of
     // the frame's memory and reading.
     const ColumnRange columns =
-        backend->name() == "cpu" ? extracted_columns(psf, args.opt) : ColumnRange{};
+        backend->name() == "cpu" ? extracted_columns(psf, extracted) : ColumnRange{};
     PreprocImage img =
         value_or_exit(read_preproc(args.input, columns, PreprocPlanes::extraction), kExitInput);
     const LargeArray<double> weights = img.take_weights();
@@ -269,14 +279,25 @@ void run_extract(ExtractArgs& args)
     const double t_read = std::chrono::duration<double>(Clock::now() - t_start).count();
     timer["read"].stop_unix = timer["extract"].start_unix = unix_now();
     logger()->info("extract start {} input={} psf={} backend={} specmin={} nspec={}", ids,
-                   args.input, args.psf, backend->name(), args.opt.specmin, args.opt.nspec);
+                   args.input, args.psf, backend->name(), extracted.specmin, extracted.nspec);
     const auto t_extract = Clock::now();
     const double cpu_before = process_cpu_seconds();
     ExtractionProgress progress("extract " + ids);
     ExtractedFrame frame = value_or_exit(
-        extract_frame(view, psf, args.opt, *backend, progress.callback(), run_context().cancel),
+        extract_frame(view, psf, extracted, *backend, progress.callback(), run_context().cancel),
         kExitRuntime);
     progress.finish();
+    if (share != nullptr) {
+        std::optional<std::vector<ExtractedFrame>> parts = share->gather(std::move(frame));
+        if (!parts) {
+            timer["extract"].stop_unix = unix_now();
+            if (run_context().steps != nullptr) *run_context().steps = timer;
+            logger()->info("extract part done {} specmin={} nspec={} (another process writes {})",
+                           ids, extracted.specmin, extracted.nspec, args.output);
+            return;
+        }
+        frame = value_or_exit(merge_frame_parts(std::move(*parts)), kExitRuntime);
+    }
     const double extract_seconds = std::chrono::duration<double>(Clock::now() - t_extract).count();
     const double extract_cpu = process_cpu_seconds() - cpu_before;
     timer["extract"].stop_unix = unix_now();

@@ -7,6 +7,7 @@
 /// reason) so that main() prints one line and exits non-zero on failure.
 
 #include <atomic>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include "ex2d/exit_codes.hpp"
+#include "ex2d/extraction_types.hpp"
+#include "ex2d/frame_parts.hpp"
 #include "ex2d/timing_file.hpp"
 
 namespace ex2d::tool {
@@ -29,13 +32,25 @@ private:
     int code_;
 };
 
+/// One frame extracted by several processes (desi_proc's MPI ranks through the Python
+/// module): `extract` extracts this process's share of the bundles and hands its part to
+/// `gather`, which returns every part where this process writes the frame, nullopt where
+/// another one does. A failure to exchange the parts throws.
+class FrameShare {
+public:
+    virtual ~FrameShare() = default;
+    virtual BundleShare bundles(int nbundle) const = 0;
+    virtual std::optional<std::vector<ExtractedFrame>> gather(ExtractedFrame part) = 0;
+};
+
 /// How the subcommands run: as the ex2d program, which owns SIGINT and SIGTERM (they end it
 /// once its temporary files are removed), or inside another process, the Python module,
 /// which owns its signals and stops an extraction through `cancel`.
 struct RunContext {
     bool owns_signals = true;
     const std::atomic<bool>* cancel = nullptr;  ///< extract_frame's cancel flag; null: none
-    StepTimer* steps = nullptr;  ///< where `extract` leaves its read, extract and write steps
+    StepTimer* steps = nullptr;   ///< where `extract` leaves its read, extract and write steps
+    FrameShare* share = nullptr;  ///< the frame's bundles shared out; null: all of them here
 };
 /// The context of the subcommand running on this thread (the program's by default).
 const RunContext& run_context();
