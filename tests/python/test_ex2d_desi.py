@@ -5,12 +5,16 @@ simulated preproc, and the MPI group protocol (rank 0 extracts, the others wait 
 same error) with a stand-in communicator."""
 
 import argparse
+import collections
 import json
 import os
+import pickle
+import queue
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 # The build's python folder (PYTHONPATH) where ctest gives it, else the source tree, whose
@@ -20,6 +24,7 @@ if os.environ.get("EX2D_EXPECT_MODULE") != "1":
 import ex2d_desi  # noqa: E402
 from ex2d_desi import extract as hook  # noqa: E402
 from ex2d_desi import fibermap_columns as columns  # noqa: E402
+from ex2d_desi import ranks  # noqa: E402
 
 EX2D = os.environ.get("EX2D_BINARY", "ex2d")
 # 1: the hook must run ex2d in-process (ctest's python_ex2d_desi); else it runs the program.
@@ -281,62 +286,188 @@ class FibermapColumns(unittest.TestCase):
             self.assertEqual(header["FIBER"], ["", "Stub fibre words"])
 
 
+class FakeGroup:
+    """mpi4py's calls the hook makes (allgather, bcast, send, recv, Ibarrier), for ranks run
+    as threads of this process; ``nodes[rank]`` is the node each rank stands for, put in place
+    of the real one in what it allgathers. Messages are pickled, as mpi4py's are."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+        self.size = len(nodes)
+        self.barrier = threading.Barrier(self.size, timeout=120)
+        self.slots = [None] * self.size
+        self.mail = collections.defaultdict(queue.Queue)
+        self.arrived = 0
+        self.lock = threading.Lock()
+
+    def comm(self, rank):
+        return FakeComm(self, rank)
+
+
 class FakeRequest:
-    def __init__(self, barrier):
-        self.barrier = barrier
+    def __init__(self, group):
+        self.group = group
 
     def Test(self):
-        return self.barrier.is_set()
+        with self.group.lock:
+            return self.group.arrived == self.group.size
 
     def Wait(self):
-        self.barrier.set()
+        while not self.Test():
+            time.sleep(0.01)
 
 
 class FakeComm:
-    """mpi4py's calls the hook makes, for ranks run as threads of this process."""
-
-    def __init__(self, rank, shared):
+    def __init__(self, group, rank):
+        self.group = group
         self.rank = rank
-        self.shared = shared
+        self.size = group.size
+
+    def _exchange(self, value):
+        self.group.slots[self.rank] = value
+        self.group.barrier.wait()
+        values = list(self.group.slots)
+        self.group.barrier.wait()
+        return values
 
     def allgather(self, value):
-        return [value, value]
-
-    def Ibarrier(self):
-        return FakeRequest(self.shared["barrier"])
+        return self._exchange((self.group.nodes[self.rank],) + tuple(value[1:]))
 
     def bcast(self, value, root=0):
-        if self.rank == root:
-            self.shared["value"] = value
-            self.shared["sent"].set()
-            return value
-        self.shared["sent"].wait(60)
-        return self.shared["value"]
+        return self._exchange(value)[root]
+
+    def send(self, value, dest, tag):
+        self.group.mail[(self.rank, dest, tag)].put(pickle.dumps(value))
+
+    def recv(self, source, tag):
+        return pickle.loads(self.group.mail[(source, self.rank, tag)].get(timeout=120))
+
+    def Ibarrier(self):
+        with self.group.lock:
+            self.group.arrived += 1
+        return FakeRequest(self.group)
+
+
+def run_group(nodes, call):
+    """``call(comm)`` on every rank of a FakeGroup on ``nodes``, as threads; {rank: None or the
+    exit code of the Ex2dError it raised}."""
+    group = FakeGroup(nodes)
+    outcomes = {}
+
+    def rank(r):
+        try:
+            call(group.comm(r))
+            outcomes[r] = None
+        except ex2d_desi.Ex2dError as err:
+            outcomes[r] = err.returncode
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in reversed(range(len(nodes)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return outcomes
+
+
+class Plan(unittest.TestCase):
+    def test_one_extractor_per_node_on_cpus_with_the_nodes_cpus(self):
+        members = [("a", [0, 1]), ("a", [2, 3]), ("b", [0, 1]), ("b", [2, 3]), ("a", [4])]
+        self.assertEqual(ranks.plan_extractors(members, ngpu=0, nbundle=20, shareable=True),
+                         {0: ([0, 1, 2, 3, 4], None), 2: ([0, 1, 2, 3], None)})
+
+    def test_one_extractor_per_gpu_with_a_share_of_the_cpus(self):
+        members = [("a", [0, 1, 2])] + [("a", [3 + r]) for r in range(3)] + \
+                  [("b", [0, 1]), ("b", [2, 3])]
+        self.assertEqual(ranks.plan_extractors(members, ngpu=2, nbundle=20, shareable=True),
+                         {0: ([0, 1, 2], 0), 1: ([3, 4, 5], 1), 4: ([0, 1], 0), 5: ([2, 3], 1)})
+
+    def test_no_more_extractors_than_bundles_and_none_but_rank_0_without_the_module(self):
+        members = [("a", [0]), ("b", [0]), ("c", [0])]
+        self.assertEqual(sorted(ranks.plan_extractors(members, 0, nbundle=2, shareable=True)),
+                         [0, 1])
+        self.assertEqual(ranks.plan_extractors(members, 0, nbundle=20, shareable=False),
+                         {0: ([0], None)})
+
+    def test_bundles_from_nspec_or_the_psf(self):
+        self.assertEqual(ranks.bundles_in(namespace(nspec=50, bundlesize=25)), 2)
+        self.assertEqual(ranks.bundles_in(namespace(nspec=25, bundlesize=5)), 5)
+        self.assertEqual(ranks.bundles_in(namespace(psf="/no/such/psf.fits")), 1)
+
+
+class PartExchange(unittest.TestCase):
+    def test_the_writer_gets_every_part(self):
+        got = {}
+
+        def call(comm):
+            if comm.rank in (0, 2, 3):
+                exchange = ranks.PartExchange(comm, [0, 2, 3])
+                got[comm.rank] = exchange.gather({"specmin": comm.rank})
+
+        self.assertEqual(run_group(["a", "a", "b", "c"], call), {0: None, 1: None, 2: None,
+                                                                3: None})
+        self.assertEqual(got, {0: [{"specmin": 0}, {"specmin": 2}, {"specmin": 3}], 2: None,
+                               3: None})
+
+    def test_a_failed_extractor_is_the_writers_error(self):
+        def call(comm):
+            exchange = ranks.PartExchange(comm, [0, 1, 2])
+            if comm.rank == 1:
+                exchange.failed((3, "preproc-r0.fits: no IMAGE HDU"))
+            else:
+                exchange.gather({"specmin": comm.rank})
+
+        self.assertEqual(run_group(["a", "b", "c"], call), {0: 3, 1: None, 2: None})
+
+    def test_a_writer_that_failed_still_takes_the_parts(self):
+        left = {}
+
+        def call(comm):
+            exchange = ranks.PartExchange(comm, [0, 1])
+            if comm.rank == 0:
+                exchange.failed((1, "out of memory"))
+                left["mail"] = [q.qsize() for q in comm.group.mail.values()]
+            else:
+                exchange.gather({"specmin": 1})
+
+        run_group(["a", "b"], call)
+        self.assertEqual(left["mail"], [0])
 
 
 class MpiGroup(unittest.TestCase):
-    def run_group(self, args):
-        shared = {"barrier": threading.Event(), "sent": threading.Event(), "value": None}
-        outcomes = {}
-
-        def rank(r):
-            try:
-                ex2d_desi.main_ex2d(args, comm=FakeComm(r, shared))
-                outcomes[r] = None
-            except ex2d_desi.Ex2dError as err:
-                outcomes[r] = err.returncode
-
-        threads = [threading.Thread(target=rank, args=(r,)) for r in (1, 0)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        return outcomes
-
     def test_every_rank_raises_rank_zeros_error(self):
         missing = os.path.join(tempfile.gettempdir(), "ex2d-no-such-file-%d.fits" % os.getpid())
         args = namespace(input=missing, psf=missing, output=missing + ".out")
-        self.assertEqual(self.run_group(args), {0: 3, 1: 3})
+        self.assertEqual(run_group(["a", "a"], lambda comm: ex2d_desi.main_ex2d(args, comm=comm)),
+                         {0: 3, 1: 3})
+
+    def test_ranks_on_two_nodes_share_the_bundles_and_write_the_programs_frame(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            work = WithTheBinary.make_inputs(scratch)
+            options = dict(input=work["preproc"], psf=work["psf"], nspec=25, bundlesize=5,
+                           nsubbundles=1, wavelength="6000.0,6200.0,0.8", psferr=0.01)
+            reference = os.path.join(scratch, "reference.fits")
+            subprocess.run(hook.extract_command(namespace(output=reference, **options),
+                                                binary=EX2D), check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            output = os.path.join(scratch, "frame-r0-00000001.fits")
+            timers = {r: {} for r in range(3)}
+            args = namespace(output=output, **options)
+            self.assertEqual(run_group(["a", "a", "b"], lambda comm: ex2d_desi.main_ex2d(
+                args, comm=comm, timing=timers[comm.rank])), {0: None, 1: None, 2: None})
+            compared = subprocess.run(
+                [sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "docker",
+                                              "compare-fits"), output, reference],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            self.assertEqual(compared.returncode, 0, compared.stdout)
+            if IN_PROCESS:
+                # Rank 0 (node a) and rank 2 (node b) extracted; only rank 0 wrote.
+                self.assertIn("ex2d-write", timers[0])
+                self.assertEqual(sorted(timers[2]), ["ex2d-extract", "ex2d-frame-start",
+                                                     "ex2d-read"])
+                self.assertEqual(timers[1], {})
+            self.assertEqual(sorted(os.listdir(scratch)),
+                             sorted(["frame-r0-00000001.fits", "preproc-r0-00000001.fits",
+                                     "psf-r0.fits", "reference.fits", "truth.fits"]))
 
 
 class TraceShifts(unittest.TestCase):
