@@ -93,33 +93,33 @@ py::dict part_to_python(const ExtractedFrame& part)
     return out;
 }
 
-ExtractedFrame part_from_python(const py::handle& handle)
+ExtractedFrame part_from_python(const py::handle& part)
 {
-    if (!py::isinstance<py::dict>(handle)) throw py::value_error("a frame part is not a dict");
-    const auto part = py::reinterpret_borrow<py::dict>(handle);
+    if (!py::isinstance<py::dict>(part)) throw py::value_error("a frame part is not a dict");
+    const auto fields = py::reinterpret_borrow<py::dict>(part);
     ExtractedFrame out;
-    out.specmin = part["specmin"].cast<int>();
-    out.nspec = part["nspec"].cast<int>();
-    out.nwave = part["nwave"].cast<int>();
-    out.ndiag = part["ndiag"].cast<int>();
-    out.model_ny = part["model_ny"].cast<int>();
-    out.model_nx = part["model_nx"].cast<int>();
-    out.psferr = part["psferr"].cast<double>();
-    out.npatch = part["npatch"].cast<long>();
-    out.npatch_retried = part["npatch_retried"].cast<long>();
-    out.npatch_failed = part["npatch_failed"].cast<long>();
+    out.specmin = fields["specmin"].cast<int>();
+    out.nspec = fields["nspec"].cast<int>();
+    out.nwave = fields["nwave"].cast<int>();
+    out.ndiag = fields["ndiag"].cast<int>();
+    out.model_ny = fields["model_ny"].cast<int>();
+    out.model_nx = fields["model_nx"].cast<int>();
+    out.psferr = fields["psferr"].cast<double>();
+    out.npatch = fields["npatch"].cast<long>();
+    out.npatch_retried = fields["npatch_retried"].cast<long>();
+    out.npatch_failed = fields["npatch_failed"].cast<long>();
     std::tie(out.stage_times.psf, out.stage_times.build, out.stage_times.solve,
              out.stage_times.decorrelate, out.stage_times.chi2) =
-        part["stage_times"].cast<std::tuple<double, double, double, double, double>>();
-    copy_from_numpy<double>(part, "wave", out.wave);
-    copy_from_numpy<double>(part, "flux", out.flux);
-    copy_from_numpy<double>(part, "ivar", out.ivar);
-    copy_from_numpy<std::uint32_t>(part, "mask", out.mask);
-    copy_from_numpy<double>(part, "resolution", out.resolution);
-    copy_from_numpy<double>(part, "chi2pix", out.chi2pix);
-    copy_from_numpy<double>(part, "pixmask_fraction", out.pixmask_fraction);
-    copy_from_numpy<double>(part, "xflux", out.xflux);
-    copy_from_numpy<double>(part, "model", out.model);
+        fields["stage_times"].cast<std::tuple<double, double, double, double, double>>();
+    copy_from_numpy<double>(fields, "wave", out.wave);
+    copy_from_numpy<double>(fields, "flux", out.flux);
+    copy_from_numpy<double>(fields, "ivar", out.ivar);
+    copy_from_numpy<std::uint32_t>(fields, "mask", out.mask);
+    copy_from_numpy<double>(fields, "resolution", out.resolution);
+    copy_from_numpy<double>(fields, "chi2pix", out.chi2pix);
+    copy_from_numpy<double>(fields, "pixmask_fraction", out.pixmask_fraction);
+    copy_from_numpy<double>(fields, "xflux", out.xflux);
+    copy_from_numpy<double>(fields, "model", out.model);
     return out;
 }
 
