@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace ex2d {
 
@@ -66,26 +67,23 @@ Result<ExtractedFrame> merge_frame_parts(std::vector<ExtractedFrame> parts)
     std::sort(parts.begin(), parts.end(), [](const ExtractedFrame& a, const ExtractedFrame& b) {
         return a.specmin < b.specmin;
     });
-    const ExtractedFrame& first = parts.front();
+    // The first part's grid, widths and model size, none of its spectra.
     ExtractedFrame merged;
-    merged.specmin = first.specmin;
-    merged.nwave = first.nwave;
-    merged.ndiag = first.ndiag;
-    merged.wave = first.wave;
-    merged.psferr = first.psferr;
-    merged.model_ny = first.model_ny;
-    merged.model_nx = first.model_nx;
+    const ExtractedFrame& first = parts.front();
+    std::tie(merged.specmin, merged.nwave, merged.ndiag, merged.wave, merged.psferr,
+             merged.model_ny, merged.model_nx) =
+        std::tie(first.specmin, first.nwave, first.ndiag, first.wave, first.psferr, first.model_ny,
+                 first.model_nx);
     merged.model.assign(first.model.size(), 0.0);
     for (const ExtractedFrame& part : parts) {
         if (Status fits = check_fits(merged, part); !fits.is_ok()) return fits;
         merged.nspec += part.nspec;
-        append(merged.flux, part.flux);
-        append(merged.ivar, part.ivar);
+        for (auto per_bin : {&ExtractedFrame::flux, &ExtractedFrame::ivar, &ExtractedFrame::chi2pix,
+                             &ExtractedFrame::pixmask_fraction, &ExtractedFrame::xflux}) {
+            append(merged.*per_bin, part.*per_bin);
+        }
         append(merged.mask, part.mask);
         append(merged.resolution, part.resolution);
-        append(merged.chi2pix, part.chi2pix);
-        append(merged.pixmask_fraction, part.pixmask_fraction);
-        append(merged.xflux, part.xflux);
         std::transform(merged.model.begin(), merged.model.end(), part.model.begin(),
                        merged.model.begin(), [](double a, double b) { return a + b; });
         merged.npatch += part.npatch;
