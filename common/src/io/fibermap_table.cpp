@@ -15,6 +15,7 @@ int write_column(fitsfile* fits, int column, const FibermapColumnValues& data, i
     if (const auto* text = std::get_if<std::vector<std::string>>(&data.values)) {
         std::vector<std::string> copies = *text;
         std::vector<char*> pointers;
+        pointers.reserve(copies.size());
         for (std::string& s : copies) pointers.push_back(s.data());
         return fits_write_col_str(fits, column, 1, 1, (long long)pointers.size(), pointers.data(),
                                   &status);
