@@ -84,7 +84,8 @@ std::vector<ConfigKey> make_keys()
         string_key("zmq.bind", "tcp://127.0.0.1:*",
                    "where readers and writers bind (ipc:// on one node, tcp:// between nodes; "
                    "* = any free port)"),
-        int_key("zmq.hwm", "2", "high-water mark of frame sockets, in messages", 1, 1000000),
+        int_key("zmq.hwm", "2", "send high-water mark of the fleet's sockets, in messages", 1,
+                1000000),
         int_key("zmq.linger_ms", "1000", "how long close waits for unsent messages", 0, 2000),
         int_key("zmq.max_message_bytes", "1073741824",
                 "largest message part accepted (ZMQ_MAXMSGSIZE)", 1, 1e18),

@@ -10,7 +10,13 @@ namespace ex2d::service {
 void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool connecting)
 {
     socket.set(zmq::sockopt::sndhwm, settings.hwm);
-    socket.set(zmq::sockopt::rcvhwm, settings.hwm);
+    // No receive limit: libzmq 4.3.4 stops reading a connection whose receive queue is full,
+    // and a reset on that connection followed by a ZMTP heartbeat then aborts the process
+    // (`!_io_error`, stream_engine_base.cpp:331; zeromq/libzmq#4364). A reader or writer
+    // waiting for Redis does not read for seconds, and workers come and go meanwhile. What a
+    // peer may send is bounded by the protocol instead: frames against credits, results
+    // against grants (docs/protocol.md).
+    socket.set(zmq::sockopt::rcvhwm, 0);
     socket.set(zmq::sockopt::linger, settings.linger_ms);
     socket.set(zmq::sockopt::maxmsgsize, int64_t(settings.max_message_bytes));
     socket.set(zmq::sockopt::heartbeat_ivl, settings.heartbeat_ivl_ms);

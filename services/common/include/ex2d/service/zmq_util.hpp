@@ -15,8 +15,9 @@
 
 namespace ex2d::service {
 
-/// Bounded high-water marks, linger, maximum message size; IMMEDIATE on connecting sockets;
-/// ZMTP heartbeats (which matter on tcp://).
+/// A bounded send high-water mark and no receive limit (zmq_util.cpp says why), linger,
+/// maximum message size; IMMEDIATE on connecting sockets; ZMTP heartbeats (which matter on
+/// tcp://).
 void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool connecting);
 
 /// Binds to `address` ({name} is replaced by the process name) and returns the endpoint
