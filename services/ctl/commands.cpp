@@ -372,8 +372,26 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
     const std::string key = c.plane->exposure_key(campaign, exposure_id(exposure));
     const auto start = std::chrono::steady_clock::now();
     std::string last;
+    bool reported_outage = false;
     for (;;) {
-        json h = hash(c, key);
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        auto reply = c.redis->command({"HGETALL", key});
+        if (!reply.is_ok()) {
+            // Redis restarting or cut off for a while is no reason to give up on the
+            // exposure: the fleet carries on once it is back, and so does the wait.
+            if (timeout_s > 0 && waited > timeout_s)
+                throw CtlExit{kExitRedis, reply.status().message()};
+            if (!reported_outage)
+                std::cerr << "ex2dctl: " << reply.status().message() << "; still waiting\n";
+            reported_outage = true;
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            continue;
+        }
+        json h = json::object();
+        for (const auto& [k, v] : must(std::move(reply)).pairs()) h[k] = v;
+        if (reported_outage) std::cerr << "ex2dctl: Redis reachable again\n";
+        reported_outage = false;
         if (h.empty()) throw CtlExit{kExitUsage, "no exposure " + key};
         const std::string line = "exposure " + exposure_id(exposure) + " (" + campaign +
                                  "): " + h.value("n_done", "0") + "/" + h.value("nframes", "0") +
@@ -386,8 +404,6 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
         const std::string state = h.value("state", "");
         if (state == "done") return kExitOk;
         if (state == "done_with_errors" || state == "cancelled") return kExitWithErrors;
-        const double waited =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (timeout_s > 0 && waited > timeout_s) {
             std::cerr << "ex2dctl: timed out after " << timeout_s << " s\n";
             return kExitTimeout;

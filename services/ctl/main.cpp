@@ -131,7 +131,8 @@ void add_fleet_commands(CLI::App& app, CommandArgs& a)
     a.wait = app.add_subcommand("wait", "Wait until an exposure is finished");
     a.wait->add_option("--exposure", a.exposure, "Exposure id")->required()->check(expid_check);
     a.wait->add_option("--campaign", a.campaign, "Campaign (default nightly)");
-    a.wait->add_option("--timeout", a.timeout_s, "Seconds; 0 = no limit");
+    a.wait->add_option("--timeout", a.timeout_s,
+                       "Seconds; 0 = no limit. Redis unreachable meanwhile: the wait goes on");
     a.wait->add_option("--timingfile", a.timingfile,
                        "Once the exposure has ended, add its step timings to this JSON file "
                        "(as `ex2dctl timing`)");
@@ -201,15 +202,17 @@ service::FleetSettings load_settings(const GlobalArgs& g)
 }
 
 /// A connection to the fleet's Redis. A refused password is a configuration error (usage),
-/// as in the services; an unreachable Redis is kExitRedis.
-ctl::Connection connect(const service::RedisSettings& settings)
+/// as in the services; an unreachable Redis is kExitRedis, except for `wait`
+/// (`unreachable_ok`), which waits for it as for the exposure.
+ctl::Connection connect(const service::RedisSettings& settings, bool unreachable_ok)
 {
     auto options = service::redis_options(settings);
     if (!options.is_ok()) throw ctl::CtlExit{ex2d::kExitUsage, options.status().message()};
     ctl::Connection c;
     c.redis = std::make_unique<service::RedisClient>(options.value());
     Status connected = c.redis->connect_once();
-    if (!connected.is_ok()) {
+    if (!connected.is_ok() &&
+        !(unreachable_ok && connected.code() != StatusCode::invalid_argument)) {
         throw ctl::CtlExit{
             connected.code() == StatusCode::invalid_argument ? ex2d::kExitUsage : ex2d::kExitRedis,
             connected.message()};
@@ -223,7 +226,7 @@ int run_fleet_command(const GlobalArgs& g, ctl::SubmitArgs& sub, CommandArgs& a)
 {
     if (*a.submit) ctl::check_submit_args(sub);
     const service::FleetSettings settings = load_settings(g);
-    ctl::Connection c = connect(settings.redis);
+    ctl::Connection c = connect(settings.redis, bool(*a.wait));
     if (a.campaign.empty()) a.campaign = "nightly";
     sub.json = g.json;
     if (*a.submit) return ctl::submit(c, sub);

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "ex2d/exit_codes.hpp"
+#include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
 
 namespace ex2d::fleet_test {
@@ -131,7 +133,36 @@ TEST(FleetCtl, WaitTimeoutAndRedisUnreachableHaveTheirCodes)
     EXPECT_NE(out.find("ex2dctl: timed out after 0.3 s"), std::string::npos) << out;
     fleet.kill_redis();
     EXPECT_EQ(fleet.ctl({"status"}, &out), kExitRedis) << out;
-    EXPECT_EQ(fleet.ctl({"wait", "--exposure", "24"}, &out), kExitRedis) << out;
+    // wait waits for Redis as for the exposure, up to its --timeout.
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(fleet.ctl({"wait", "--exposure", "24", "--timeout", "1.5"}, &out), kExitRedis) << out;
+    EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.5);
+}
+
+// Redis restarted (or cut off) while a night's script waits: the wait goes on, says so once,
+// and ends with the exposure.
+TEST(FleetCtl, WaitRidesOutRedisBeingAway)
+{
+    Fleet fleet("ctl-wait-redis");
+    const std::vector<std::string> cams = {"r0", "r1"};
+    fleet.make_exposure(25, cams);
+    ASSERT_EQ(fleet.submit(25), 0);
+    fleet.kill_redis();
+    Process& wait = fleet.start_ctl("ctl-wait", {"wait", "--exposure", "25", "--timeout", "120"});
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    EXPECT_TRUE(wait.running()) << wait.log();
+    fleet.restart_redis();
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1");
+    EXPECT_EQ(wait.wait(60), kExitOk) << wait.log();
+    const std::string log = wait.log();
+    EXPECT_NE(log.find("Connection refused; still waiting"), std::string::npos) << log;
+    EXPECT_NE(log.find("Redis reachable again"), std::string::npos) << log;
+    EXPECT_NE(log.find("exposure 00000025 (nightly): 2/2 done, 0 failed, 0 dead"),
+              std::string::npos)
+        << log;
+    expect_clean(fleet.check({25}, cams), "ex2dctl wait across a Redis restart");
 }
 
 TEST(FleetCtl, OverdueHeartbeatIsShownAsStale)

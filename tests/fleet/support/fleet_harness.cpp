@@ -284,6 +284,15 @@ Process& Fleet::start(const std::string& role, const std::string& name,
     return *processes_.back();
 }
 
+Process& Fleet::start_ctl(const std::string& name, const std::vector<std::string>& args)
+{
+    std::vector<std::string> argv = {bin_path("ctl"), "--redis-port", std::to_string(redis_port_)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    processes_.push_back(
+        std::make_unique<Process>(name, argv, ctl_env, dir_ + "/logs/" + name + ".log"));
+    return *processes_.back();
+}
+
 int Fleet::ctl(const std::vector<std::string>& args, std::string* out)
 {
     std::vector<std::string> argv = {bin_path("ctl"), "--redis-port", std::to_string(redis_port_)};

@@ -85,6 +85,8 @@ public:
     Process& start(const std::string& role, const std::string& name,
                    const std::map<std::string, std::string>& extra_settings = {},
                    const std::map<std::string, std::string>& extra_env = {});
+    /// Starts ex2dctl with these arguments in the background (stdout and stderr in its log).
+    Process& start_ctl(const std::string& name, const std::vector<std::string>& args);
     /// Runs ex2dctl with these arguments; returns its exit code, stdout in `out`.
     int ctl(const std::vector<std::string>& args, std::string* out = nullptr);
 
