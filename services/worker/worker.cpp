@@ -8,12 +8,14 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "ex2d/arms.hpp"
 #include "ex2d/cpu_count.hpp"
+#include "ex2d/exit_codes.hpp"
 #include "ex2d/extraction.hpp"
 #include "ex2d/logging.hpp"
 #include "ex2d/psf_io.hpp"
@@ -97,6 +99,7 @@ Status Worker::start()
     StandinBackendOptions standin;
     standin.frame_path = settings_.standin_frame;
     standin.delay_s = settings_.standin_delay_s;
+    standin.device_failure_at_batch = settings_.standin_device_failure_at_batch;
     // worker.threads 0 resolves here, as ex2d extract's --threads 0 does: the CPUs this
     // container or Slurm step may use, not the node's core count.
     const int threads = resolve_thread_count(settings_.threads);
@@ -142,6 +145,10 @@ Status Worker::start()
         return Status::io(std::string("eventfd: ") + std::strerror(errno));
     EX2D_RETURN_NOT_OK(register_process({{"backend", backend_->name()}, {"device", device_}}));
     max_spare_planes_ = 2 * (std::size_t(settings_.credit) + 1);
+    device_failures_ = std::make_unique<DeviceFailureRecord>(
+        *redis_, *plane_, ctx_.host(), backend_->name() + std::to_string(settings_.device),
+        settings_.device_failure_window_s);
+    if (device_retired()) return Status::ok();
     discover();
     ctx_.set_ready(true);
     logger()->info("worker ready backend={} device={} credit={} threads={}", backend_->name(),
@@ -502,7 +509,13 @@ void Worker::start_extraction()
     extracting_job_ = in.job;
     extraction_ = std::async(std::launch::async, [this, in = std::move(in),
                                                   psf = std::move(waiting.shifted_psf)]() mutable {
-        auto result = extract(in, std::move(psf));
+        auto result = [&]() -> Result<service::FrameOutputs> {
+            try {
+                return extract(in, std::move(psf));
+            } catch (const DeviceFailure& e) {
+                return Status(StatusCode::device_failed, e.what());
+            }
+        }();
         return_spare_plane(std::move(in.image));
         return_spare_plane(std::move(in.weights));
         const std::uint64_t one = 1;
@@ -523,6 +536,10 @@ void Worker::collect_extraction()
     ctx_.metrics().device_memory_bytes().Set(double(backend_->device_report().held_bytes));
     service::ScopedLogContext lc(job_log_context(job));
     auto result = extraction_.get();
+    if (!result.is_ok() && result.status().code() == StatusCode::device_failed) {
+        device_failed(job, result.status().message());
+        return;
+    }
     if (!result.is_ok()) {
         const std::string error = result.status().to_string();
         logger()->error("extraction failed: {}", error);
@@ -542,6 +559,40 @@ void Worker::fail_frame(const Job& job, const std::string& error)
         logger()->warn("failure not recorded: {}", service::to_string(fence.value()));
     }
     keeper_->release(job);
+}
+
+void Worker::device_failed(const Job& job, const std::string& error)
+{
+    ctx_.metrics().device_failures().Increment();
+    hand_back(job);
+    const Status recorded = device_failures_->record(job.job + " " + ctx_.name());
+    logger()->error(
+        "device {} failed mid-frame: {}; the frame goes back to the queue and this worker exits "
+        "with code {} for its supervisor to restart it{}",
+        device_, error, int(kExitDevice),
+        recorded.is_ok() ? "" : " (the failure is not recorded: " + recorded.message() + ")");
+    device_has_failed_ = true;
+    exit_code_ = kExitDevice;
+}
+
+bool Worker::device_retired()
+{
+    auto recent = device_failures_->recent();
+    if (!recent.is_ok()) {
+        logger()->warn("device failures not read ({}): taking work", recent.status().message());
+        return false;
+    }
+    if (recent.value() < settings_.max_device_failures) return false;
+    retired_ = true;
+    keeper_->retire();
+    logger()->error(
+        "device {} ({}) of host {} failed {} times within {} s (worker.max_device_failures {}): "
+        "this worker takes no work; it stays up, not ready, as state retired, and exits 0 on "
+        "SIGTERM. Check the device (nvidia-smi -q, Xid lines in the kernel log); the failures "
+        "are in {} and count until they are older than worker.device_failure_window_s",
+        device_, backend_->name() + std::to_string(settings_.device), ctx_.host(), recent.value(),
+        settings_.device_failure_window_s, settings_.max_device_failures, device_failures_->key());
+    return true;
 }
 
 void Worker::send_result()
@@ -569,12 +620,18 @@ void Worker::send_result()
 
 bool Worker::step()
 {
-    if (keeper_->drain_requested()) return false;
+    if (keeper_->drain_requested() || device_has_failed_) return false;
+    if (retired_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return true;
+    }
     if (Clock::now() >= next_discovery_) discover();
     if (dealer_handshakes_) dealer_handshakes_->poll();
     if (writer_handshakes_) writer_handshakes_->poll();
     collect_trace_shifts();
     collect_extraction();
+    // Nothing more starts on a device that failed: the drain hands the waiting frames back.
+    if (device_has_failed_) return false;
     send_result();
     start_extraction();
     start_trace_shifts();

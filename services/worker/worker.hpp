@@ -25,6 +25,7 @@
 #include "ex2d/service/lru_cache.hpp"
 #include "ex2d/service/settings.hpp"
 #include "ex2d/service/shm_slots.hpp"
+#include "device_failures.hpp"
 #include "peer_connections.hpp"
 #include "result_delivery.hpp"
 #include "trace_shift_step.hpp"
@@ -40,6 +41,7 @@ public:
     Status start() override;
     bool step() override;
     void drain(Clock::time_point deadline) override;
+    int exit_code() const override { return exit_code_; }
 
 private:
     /// A frame received and not yet extracting.
@@ -80,6 +82,12 @@ private:
     void start_extraction();
     void collect_extraction();
     void fail_frame(const service::Job& job, const std::string& error);
+    /// The device failed in the middle of `job`: the frame goes back to the queue, the
+    /// failure is recorded, and the process ends with kExitDevice.
+    void device_failed(const service::Job& job, const std::string& error);
+    /// Whether this host's device failed worker.max_device_failures times within the window
+    /// (this worker's predecessors'): then it takes no work.
+    bool device_retired();
     void send_result();
     /// `shifted_psf`: the frame's own PSF from this worker's trace-shift step; null: its
     /// psf_file, through the cache.
@@ -125,6 +133,10 @@ private:
     Clock::time_point next_discovery_;
     long frames_done_ = 0;
     std::string device_;
+    std::unique_ptr<DeviceFailureRecord> device_failures_;
+    bool retired_ = false;            ///< the device failed too often: no credit is ever sent
+    bool device_has_failed_ = false;  ///< step() ends the process
+    int exit_code_ = 0;
 };
 
 }  // namespace ex2d::worker

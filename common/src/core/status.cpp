@@ -22,6 +22,8 @@ const char* to_string(StatusCode code)
             return "device unavailable";
         case StatusCode::cancelled:
             return "cancelled";
+        case StatusCode::device_failed:
+            return "device failed";
     }
     return "unknown";
 }

@@ -9,8 +9,8 @@ namespace ex2d::cuda {
 
 void throw_call_error(const char* call, const char* error, const char* file, int line)
 {
-    throw Error(std::string("CUDA backend: ") + call + " failed: " + error + " (" + file + ":" +
-                std::to_string(line) + ")");
+    throw DeviceFailure(std::string("CUDA backend: ") + call + " failed: " + error + " (" + file +
+                        ":" + std::to_string(line) + ")");
 }
 
 const char* cusolver_status_name(cusolverStatus_t status)

@@ -3,8 +3,10 @@
 
 // Every CUDA runtime, cuBLAS and cuSOLVER call goes through EX2D_CUDA_CHECK. A failing call
 // is a device fault or a programming error, not a property of the data, so it throws
-// ex2d::Error naming the call, the error and the place; per-patch numerical failures are
-// reported through the batched info arrays instead.
+// ex2d::DeviceFailure naming the call, the error and the place: a worker hands its frame back
+// and exits for its supervisor to restart it with a fresh context, since a CUDA error can
+// leave the context unusable. Per-patch numerical failures are reported through the batched
+// info arrays instead.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -7,6 +7,7 @@
 #include "standin_backend.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -52,8 +53,13 @@ std::string describe(int specmin, int nspec, int nwave, double first, double las
 
 class StandinBackend final : public ExtractionBackend {
 public:
-    StandinBackend(std::string path, FrameFile file, int specmin, double delay_s)
-        : path_(std::move(path)), frame_(std::move(file)), specmin_(specmin), delay_s_(delay_s)
+    StandinBackend(std::string path, FrameFile file, int specmin, double delay_s,
+                   int device_failure_at_batch)
+        : path_(std::move(path)),
+          frame_(std::move(file)),
+          specmin_(specmin),
+          delay_s_(delay_s),
+          device_failure_at_batch_(device_failure_at_batch)
     {
         // The file holds flux and ivar per Angstrom and only the mask bits; patch results are
         // per wavelength bin and carry the masked fraction the driver turns back into bits.
@@ -109,6 +115,14 @@ public:
         const auto deadline = std::chrono::steady_clock::now() +
                               std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                   std::chrono::duration<double>(delay_s_));
+        if (++batches_ == device_failure_at_batch_) {
+            // Half-way through, as a device error surfaces at the next checked call.
+            std::this_thread::sleep_for(std::chrono::duration<double>(delay_s_ / 2));
+            throw DeviceFailure("stand-in backend: device failure injected at batch " +
+                                std::to_string(batches_) +
+                                " (worker.standin_device_failure_at_batch), as an Xid or an "
+                                "uncorrectable ECC error would end a CUDA call");
+        }
         results.assign(batch.patches.size(), PatchResult{});
         const Status fits = check_batch(batch);
         const int wave_offset = fits.is_ok() ? shape_of(batch).wave_offset : 0;
@@ -156,6 +170,8 @@ private:
     std::vector<double> pixmask_fraction_;
     int specmin_ = 0;
     double delay_s_ = 0.0;
+    int device_failure_at_batch_ = 0;
+    std::atomic<int> batches_{0};  ///< extract calls so far
 };
 
 }  // namespace
@@ -167,6 +183,11 @@ Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(
         return Status::invalid(
             "backend standin needs a frame file written by `ex2d extract` "
             "(worker.standin_frame)");
+    }
+    if (options.device_failure_at_batch < 0) {
+        return Status::invalid("stand-in device failure at batch " +
+                               std::to_string(options.device_failure_at_batch) +
+                               " is negative (0 = never)");
     }
     if (!(options.delay_s >= 0.0)) {
         return Status::invalid("stand-in delay " + std::to_string(options.delay_s) +
@@ -181,7 +202,8 @@ Result<std::unique_ptr<ExtractionBackend>> make_standin_backend(
     }
     const int specmin = int(frame.fiber.front() % kFibersPerPetal);
     return std::unique_ptr<ExtractionBackend>(
-        new StandinBackend(options.frame_path, std::move(frame), specmin, options.delay_s));
+        new StandinBackend(options.frame_path, std::move(frame), specmin, options.delay_s,
+                           options.device_failure_at_batch));
 }
 
 }  // namespace ex2d

@@ -149,6 +149,15 @@ std::vector<ConfigKey> make_keys()
         number_key("worker.standin_delay_s", "0.5",
                    "seconds the standin backend sleeps per frame, as a GPU would extract it", 0,
                    3600),
+        int_key("worker.standin_device_failure_at_batch", "0",
+                "the standin backend's Nth batch fails as a device would, 0 = never (tests)", 0,
+                1000000),
+        int_key("worker.max_device_failures", "3",
+                "device failures on this host and device within the window after which a "
+                "worker takes no work",
+                1, 1000),
+        number_key("worker.device_failure_window_s", "3600",
+                   "how long a device failure counts against the device", 1, 30 * 86400),
 
         bool_key("writer.fsync", "true", "fsync files and directories before acknowledging"),
         int_key("writer.credit", "1", "results a writer grants ahead of the ones it writes", 1,

@@ -69,6 +69,7 @@ bool Keeper::lost(const Job& job) const
 std::string Keeper::lifecycle_state() const
 {
     if (ctx_.stop_requested() || drain_requested_) return "draining";
+    if (retired_) return "retired";
     return ctx_.ready() ? "ready" : "starting";
 }
 

@@ -73,6 +73,12 @@ Metrics::Metrics(const std::string& role)
                   .Labels(role_label)
                   .Register(registry)
                   .Add({});
+    device_failures_ = &prometheus::BuildCounter()
+                            .Name("ex2d_device_failures_total")
+                            .Help("Frames the worker's device failed in the middle of")
+                            .Labels(role_label)
+                            .Register(registry)
+                            .Add({});
     zap_ = &prometheus::BuildCounter()
                 .Name("ex2d_zap_requests_total")
                 .Help("CURVE handshakes answered by the ZAP handler: accepted or refused")
@@ -154,6 +160,11 @@ prometheus::Gauge& Metrics::device_memory_bytes()
 prometheus::Gauge& Metrics::ready()
 {
     return *ready_;
+}
+
+prometheus::Counter& Metrics::device_failures()
+{
+    return *device_failures_;
 }
 
 }  // namespace ex2d::service

@@ -108,8 +108,9 @@ int run_loaded(ServiceContext& ctx, const ServiceFactory& factory)
     service->drain(std::chrono::steady_clock::now() +
                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                        std::chrono::duration<double>(drain_s)));
-    log->info("stopped");
-    return kExitOk;
+    const int code = service->exit_code();
+    log->info("stopped exit_code={}", code);
+    return code;
 }
 
 }  // namespace

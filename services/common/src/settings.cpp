@@ -92,6 +92,10 @@ WorkerSettings WorkerSettings::from(const Config& config)
     s.result_timeout_s = config.get_double("worker.result_timeout_s");
     s.standin_frame = config.get_string("worker.standin_frame");
     s.standin_delay_s = config.get_double("worker.standin_delay_s");
+    s.standin_device_failure_at_batch =
+        int(config.get_int("worker.standin_device_failure_at_batch"));
+    s.max_device_failures = int(config.get_int("worker.max_device_failures"));
+    s.device_failure_window_s = config.get_double("worker.device_failure_window_s");
     return s;
 }
 

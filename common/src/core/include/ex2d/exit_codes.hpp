@@ -27,6 +27,9 @@ enum ExitCode : int {
     kExitWithErrors =
         6,  ///< ex2dctl wait: the exposure ended with failed or dead frames, or cancelled
     kExitTimeout = 7,  ///< ex2dctl wait: --timeout passed
+    /// A worker's device failed mid-frame (the frame went back to the queue): its supervisor
+    /// restarts it, and an operator looks at the device if it keeps failing.
+    kExitDevice = 8,
 };
 
 /// 128 + N: ended by signal N, as a shell reports it (ex2d after SIGINT or SIGTERM, once its
@@ -49,6 +52,8 @@ inline int exit_code_for(const Status& status)
         case StatusCode::io_error:
         case StatusCode::format_error:
             return kExitInput;
+        case StatusCode::device_failed:
+            return kExitDevice;
         default:
             return kExitRuntime;
     }

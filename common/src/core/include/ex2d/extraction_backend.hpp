@@ -125,6 +125,9 @@ struct CudaBackendOptions {
 struct StandinBackendOptions {
     std::string frame_path;
     double delay_s = 0.0;
+    /// 1-based: the stand-in's Nth batch in this process fails half-way through its delay
+    /// with a DeviceFailure, as a GPU's Xid or ECC error would (fault tests); 0 = never.
+    int device_failure_at_batch = 0;
 };
 
 // The backends' factories: defined in ex2d::cpu, ex2d::cuda and ex2d::backends (make_backend),

@@ -24,6 +24,7 @@ enum class StatusCode {
     not_compiled,        ///< the requested backend is not part of this build
     device_unavailable,  ///< the backend is built but no usable device is present
     cancelled,           ///< the caller asked the operation to stop (Ctrl-C in Python)
+    device_failed,       ///< the device failed mid-batch (DeviceFailure, caught by a service)
 };
 
 /// Short name of a status code, e.g. "format error".
@@ -73,6 +74,14 @@ public:
 /// Thrown when the CUDA backend is built but finds no usable device (no driver, no GPU, or
 /// the requested index is out of range).
 class DeviceUnavailable : public Error {
+public:
+    using Error::Error;
+};
+
+/// Thrown by a backend whose device failed in the middle of a batch (a CUDA or cuSOLVER call
+/// that returned an error: an Xid, an uncorrectable ECC error, a device that fell off the
+/// bus). The batch's results are lost and the device may not work again in this process.
+class DeviceFailure : public Error {
 public:
     using Error::Error;
 };

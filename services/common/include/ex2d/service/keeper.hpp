@@ -40,6 +40,8 @@ public:
     bool lost(const Job& job) const;
     /// True once `ex2dctl drain` asked this process to drain.
     bool drain_requested() const { return drain_requested_; }
+    /// From now on the process hash's `state` is `retired`: up, but taking no work.
+    void retire() { retired_ = true; }
 
 private:
     void run();
@@ -56,6 +58,7 @@ private:
     std::string published_state_;      ///< keeper thread only
     std::atomic<bool> stop_{false};
     std::atomic<bool> drain_requested_{false};
+    std::atomic<bool> retired_{false};
     std::thread thread_;
 };
 

@@ -46,6 +46,9 @@ public:
     prometheus::Gauge& device_memory_bytes();
     /// ex2d_up{role}: 1 while the process is ready, 0 while starting or draining.
     prometheus::Gauge& ready();
+    /// ex2d_device_failures_total: frames a worker's device failed in the middle of (each
+    /// handed back; the worker then exits with kExitDevice).
+    prometheus::Counter& device_failures();
     /// ex2d_zap_requests_total{result}: CURVE handshakes the ZAP handler accepted or refused.
     prometheus::Counter& zap_requests(const std::string& result);
     /// ex2d_peers_refused_total{reason}: peers a worker did not connect to (plaintext_peer,
@@ -66,6 +69,7 @@ private:
     prometheus::Gauge* in_memory_;
     prometheus::Gauge* device_memory_;
     prometheus::Gauge* ready_;
+    prometheus::Counter* device_failures_;
     prometheus::Family<prometheus::Counter>* zap_;
     prometheus::Family<prometheus::Counter>* peers_refused_;
 };

@@ -87,6 +87,9 @@ public:
     virtual bool step() = 0;
     /// Stop taking work, finish or hand back what is in hand before `deadline`, close sockets.
     virtual void drain(std::chrono::steady_clock::time_point deadline) = 0;
+    /// The process's exit code once drained: kExitOk, or why step() ended the process
+    /// (a worker whose device failed: kExitDevice).
+    virtual int exit_code() const { return 0; }
 };
 
 using ServiceFactory = std::function<std::unique_ptr<Service>(ServiceContext&)>;

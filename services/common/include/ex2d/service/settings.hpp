@@ -117,6 +117,11 @@ struct WorkerSettings {
     double result_timeout_s = 0;
     std::string standin_frame;
     double standin_delay_s = 0;
+    int standin_device_failure_at_batch = 0;
+    /// A worker whose host and device saw this many device failures within the window takes
+    /// no work (docs/operations.md, "A failing GPU").
+    int max_device_failures = 0;
+    double device_failure_window_s = 0;
 
     static WorkerSettings from(const Config& config);
 };
