@@ -145,6 +145,10 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
     if (fs::exists(final_path, ec)) {
         auto existing = read_frame_header(final_path.string());
         if (existing.is_ok() && same_provenance(existing.value(), prov.image_header)) {
+            // An earlier try may have renamed the file and then failed in the folder's fsync.
+            if (fsync_files) {
+                EX2D_RETURN_NOT_OK(fsync_path(final_path.parent_path().string(), true));
+            }
             return describe(final_path.string(), true);
         }
     }

@@ -37,6 +37,7 @@ Writer::~Writer()
         stop_writing_ = true;
     }
     queue_cv_.notify_all();
+    retry_cv_.notify_all();
     for (std::thread& t : write_threads_) {
         if (t.joinable()) t.join();
     }
@@ -72,10 +73,13 @@ Status Writer::start()
     EX2D_ASSIGN_OR_RETURN(const std::string endpoint, serve(router_));
     temporaries_->sweep();
     next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
+    keeper_->set_field("storage", "ok");
+    ctx_.metrics().storage_ok().Set(1);
     // A slot is lent from its GRANT until a write thread has decoded the RESULT in it.
     result_slots_ = service::open_slot_pool(ctx_.settings().zmq.shm_dir,
                                             std::size_t(settings_.credit) + std::size_t(threads));
     writing_.assign(write_planes_.size(), std::nullopt);
+    retrying_.assign(write_planes_.size(), false);
     for (std::size_t i = 0; i < write_planes_.size(); ++i) {
         write_threads_.emplace_back([this, i] { write_loop(i); });
     }
@@ -102,6 +106,9 @@ void Writer::grant()
 {
     // A credit is room for one result beyond those the write threads hold: granted and not
     // yet arrived, or arrived and waiting for a thread.
+    // While the output storage fails, results are left to other writers (or wait in their
+    // workers): one taken here could not be written either.
+    if (!storage_.ok()) return;
     const auto credit = std::size_t(settings_.credit);
     while (granted_.size() + queued() < credit && !offers_.empty()) {
         const Offer offer = std::move(offers_.front());
@@ -235,17 +242,16 @@ void Writer::write_loop(std::size_t index)
         // The result left the queue: its credit is free for the next GRANT.
         const std::uint64_t one = 1;
         (void)!::write(wake_fd_, &one, sizeof one);
-        write_result(std::move(received), plane);
+        write_result(std::move(received), index, plane);
         std::lock_guard<std::mutex> lock(queue_mutex_);
         writing_[index].reset();
     }
 }
 
-void Writer::write_result(Received received, service::ControlPlane& plane)
+void Writer::write_result(Received received, std::size_t index, service::ControlPlane& plane)
 {
     const Job& job = received.job;
     service::ScopedLogContext lc(job_log_context(job));
-    const auto start = Clock::now();
     auto decoded = service::decode_result(received.message);
     received.message = {};
     if (received.slot != 0) result_slots_->release(received.slot, received.slot_generation);
@@ -259,20 +265,42 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
         auto f = plane.renew(job);
         return f.is_ok() && f.value() == Fence::applied;
     };
-    auto outcome =
-        write_output(out, me_, settings_.fsync, still_ours, *temporaries_, fibermap_columns_);
+    // A failed write on the storage keeps the frame here, leased, instead of letting its lease
+    // lapse: a re-delivery would extract it again and count towards queue.max_deliveries, and
+    // an outage of an hour would turn frames dead.
+    for (int failures = 1;; ++failures) {
+        const auto start = Clock::now();
+        auto outcome =
+            write_output(out, me_, settings_.fsync, still_ours, *temporaries_, fibermap_columns_);
+        if (outcome.is_ok() || outcome.status().code() != StatusCode::io_error) {
+            conclude(job, out, outcome, start, plane);
+            return;
+        }
+        const double delay_s = note_storage_failure(job, outcome.status(), failures, plane);
+        if (!wait_to_retry(index, delay_s)) {
+            logger()->warn("stopping while the output storage fails: frame handed back");
+            service::hand_back(plane, *keeper_, job, ctx_.settings().queue.lease_ms());
+            return;
+        }
+        if (keeper_->lost(job)) {
+            ctx_.metrics().frames("stale").Increment();
+            logger()->warn("write abandoned: lease lost while the output storage failed");
+            keeper_->release(job);
+            return;
+        }
+    }
+}
+
+void Writer::conclude(const Job& job, const service::FrameOutputs& out,
+                      const Result<WriteOutcome>& outcome, Clock::time_point start,
+                      service::ControlPlane& plane)
+{
     if (!outcome.is_ok()) {
         const Status& s = outcome.status();
         if (s.code() == StatusCode::invalid_argument) {
             // Fenced out: another holder has the job, and the system did what it should.
             ctx_.metrics().frames("stale").Increment();
             logger()->warn("write abandoned: {}", s.to_string());
-        } else if (s.code() == StatusCode::io_error) {
-            // A full or failing disk may recover: the job stays pending and is re-delivered
-            // after its lease, up to max_deliveries.
-            logger()->error("write failed: {}", s.to_string());
-            ctx_.metrics().frames("failed").Increment();
-            (void)plane.note_error(job, s.to_string());
         } else {
             logger()->error("write failed: {}", s.to_string());
             ctx_.metrics().frames("failed").Increment();
@@ -281,6 +309,7 @@ void Writer::write_result(Received received, service::ControlPlane& plane)
         keeper_->release(job);
         return;
     }
+    note_storage_recovered();
     const double write_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     auto done = plane.finish(job, outcome.value().checksum, outcome.value().bytes, me_);
     keeper_->release(job);
@@ -339,9 +368,10 @@ bool Writer::step()
 void Writer::drain(Clock::time_point deadline)
 {
     // No grant from here; a result granted but not yet received is left to its lease, which
-    // re-delivers it. The results in hand are written while the deadline allows.
+    // re-delivers it. The results in hand are written while the deadline allows, unless the
+    // output storage fails: then they are handed back at once.
     router_.close();
-    while (busy() && Clock::now() < deadline) {
+    while (busy() && storage_.ok() && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();
     }
@@ -352,12 +382,15 @@ void Writer::drain(Clock::time_point deadline)
         stop_writing_ = true;
         for (const Received& r : queue_) unfinished.push_back(r.job);
         queue_.clear();
-        for (const auto& job : writing_) {
-            if (job) unfinished.push_back(*job);
-            still_writing = still_writing || job.has_value();
+        for (std::size_t i = 0; i < writing_.size(); ++i) {
+            // A thread waiting to retry hands its job back itself when woken.
+            if (!writing_[i] || retrying_[i]) continue;
+            unfinished.push_back(*writing_[i]);
+            still_writing = true;
         }
     }
     queue_cv_.notify_all();
+    retry_cv_.notify_all();
     for (const Job& job : unfinished) hand_back(job);
     if (still_writing) {
         // A write thread cannot be interrupted inside CFITSIO or the compressor: its job is
