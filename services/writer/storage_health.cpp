@@ -14,7 +14,7 @@ std::string storage_error_kind(const std::string& message)
     // The io statuses of write_output end with strerror()'s text (CFITSIO's own file driver is
     // not used: frames are written through file_output, which reports errno).
     static const std::pair<int, const char*> kinds[] = {
-        {ENOSPC, "enospc"}, {EDQUOT, "edquot"},   {EROFS, "erofs"}, {EIO, "eio"},
+        {ENOSPC, "enospc"}, {EDQUOT, "edquot"},   {EROFS, "erofs"},  {EIO, "eio"},
         {ENOENT, "enoent"}, {ENOTDIR, "enotdir"}, {EACCES, "eacces"}};
     for (const auto& [number, kind] : kinds) {
         if (message.find(std::strerror(number)) != std::string::npos) return kind;

@@ -11,8 +11,8 @@ namespace ex2d::writer {
 double Writer::note_storage_failure(const service::Job& job, const Status& status, int failures,
                                     service::ControlPlane& plane)
 {
-    const double delay_s = storage_retry_delay_s(failures, settings_.storage_retry_s,
-                                                 settings_.storage_retry_max_s);
+    const double delay_s =
+        storage_retry_delay_s(failures, settings_.storage_retry_s, settings_.storage_retry_max_s);
     const std::string kind = storage_error_kind(status.message());
     const long long now_ms = service::unix_ms();
     logger()->error("storage failing ({}), retrying in {:.1f} s (try {}): {}", kind, delay_s,

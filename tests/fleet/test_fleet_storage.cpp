@@ -4,7 +4,9 @@
 // replaced by a file (ENOTDIR). While it fails the frame is not done, no file is left behind,
 // the writer says so (log, metric, process hash, ex2dctl status, the frame's error) and keeps
 // the frame without re-delivery; once the storage is back every frame completes once,
-// identical to `ex2d extract`. Mounting needs root: the tests skip without it.
+// identical to `ex2d extract`. Mounting needs root: the tests skip without it. ENOSPC in the
+// fsync of the file or of the folder, which a tmpfs never reports, comes from a test hook
+// (EX2D_TEST_FAIL_FSYNC_FILE, _DIR) while a flag file exists.
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 
 #include "fleet_expect.hpp"
 #include "fleet_harness.hpp"
+#include "test_hooks.hpp"
 
 namespace ex2d::fleet_test {
 namespace {
@@ -143,10 +146,11 @@ DuringFault observe_fault(Fleet& fleet, int expid, double hold_s)
 
 void expect_fault_reported(const DuringFault& seen, const std::string& errno_text)
 {
-    std::printf("during the fault: %g storage errors, ex2d_storage_ok %g, storage '%s' (%s), "
-                "%d of 3 frames done, %d temporary files\n",
-                seen.errors, seen.storage_ok, seen.storage.c_str(), seen.storage_error.c_str(),
-                seen.done, seen.strays);
+    std::printf(
+        "during the fault: %g storage errors, ex2d_storage_ok %g, storage '%s' (%s), "
+        "%d of 3 frames done, %d temporary files\n",
+        seen.errors, seen.storage_ok, seen.storage.c_str(), seen.storage_error.c_str(), seen.done,
+        seen.strays);
     EXPECT_GT(seen.errors, 0);
     EXPECT_EQ(seen.storage_ok, 0);
     EXPECT_EQ(seen.storage, "failing");
@@ -184,8 +188,7 @@ void expect_recovered(Fleet& fleet, int expid, const std::vector<std::string>& p
     expect_clean(o, what);
     EXPECT_EQ(o.done, 3 * int(earlier.size()));
     EXPECT_EQ(o.dead, 0);
-    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:" + expid8(expid), "state"}).str,
-              "done");
+    EXPECT_EQ(fleet.redis({"HGET", "ex2d:exposure:nightly:" + expid8(expid), "state"}).str, "done");
     for (const auto& cam : kCameras) {
         SCOPED_TRACE(cam);
         // Delivered and extracted once: the outage used none of queue.max_deliveries.
@@ -284,6 +287,44 @@ TEST(FleetStorage, ExposureFolderReplacedByAFileLosesNothing)
     expect_fault_reported(seen, "cannot create the output folder");
     EXPECT_GE(recovery_s, 0);
     expect_recovered(fleet, expid, preprocs, "storage ENOTDIR");
+}
+
+/// ENOSPC in the writer's fsync of `what` (FILE: its temporary file; DIR: the exposure folder
+/// after the rename) for 6 s, through the test hook, then the flag file is removed.
+void fsync_fails_then_recovers(const std::string& what, int expid)
+{
+    Fleet fleet("storage-fsync-" + what);
+    const auto preprocs = fleet.make_exposure(expid, kCameras);
+    const std::string flag = fleet.dir() + "/storage-full";
+    std::ofstream(flag) << "full\n";
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1", kFastRetry, {{"EX2D_TEST_FAIL_FSYNC_" + what, flag}});
+    ASSERT_EQ(fleet.submit(expid), 0);
+
+    const DuringFault seen = observe_fault(fleet, expid, 6);
+    fs::remove(flag);
+    const double recovery_s = seconds_until_done(fleet, expid, 60);
+    std::printf("ENOSPC in the fsync (%s): storage back -> all 3 frames done in %.2f s\n",
+                what.c_str(), recovery_s);
+    expect_fault_reported(seen, "fsync failed: " + std::string(std::strerror(ENOSPC)));
+    EXPECT_GE(recovery_s, 0);
+    expect_recovered(fleet, expid, preprocs, ("storage ENOSPC in fsync " + what).c_str());
+}
+
+// The temporary file's fsync fails: it is removed each time, and the frame written after.
+TEST(FleetStorage, FsyncOfTheFileFailingLosesNothing)
+{
+    EX2D_REQUIRE_TEST_HOOKS();
+    fsync_fails_then_recovers("FILE", 85);
+}
+
+// The folder's fsync after the rename fails: the frame is in place but not durable, so it is
+// not done; the next try finds it (same provenance), fsyncs the folder and finishes it.
+TEST(FleetStorage, FsyncOfTheFolderFailingLosesNothing)
+{
+    EX2D_REQUIRE_TEST_HOOKS();
+    fsync_fails_then_recovers("DIR", 86);
 }
 
 }  // namespace
