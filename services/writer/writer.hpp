@@ -85,7 +85,7 @@ private:
     void conclude(const service::Job& job, const service::FrameOutputs& out,
                   const Result<WriteOutcome>& outcome, Clock::time_point start,
                   service::ControlPlane& plane);
-    /// A failed write on the output storage (writer_storage.cpp): the log line, the metrics,
+    /// A failed write on the output storage (write_result.cpp): the log line, the metrics,
     /// the process hash and the frame's error; the wait before the next try, in seconds.
     double note_storage_failure(const service::Job& job, const Status& status, int failures,
                                 service::ControlPlane& plane);

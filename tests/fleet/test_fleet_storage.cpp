@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -325,6 +326,50 @@ TEST(FleetStorage, FsyncOfTheFolderFailingLosesNothing)
 {
     EX2D_REQUIRE_TEST_HOOKS();
     fsync_fails_then_recovers("DIR", 86);
+}
+
+// ENOSPC for 15 s while the worker gives up on a result after 1 s (worker.result_timeout_s):
+// the frames behind the one the writer holds are handed back and extracted again many times,
+// more than queue.max_deliveries (5); those extractions are `undelivered`, not charged, and
+// no frame goes dead.
+TEST(FleetStorage, OutageLongerThanTheResultTimeoutKillsNoFrame)
+{
+    EX2D_REQUIRE_ROOT();
+    Fleet fleet("storage-undelivered");
+    const int expid = 87;
+    const auto preprocs = fleet.make_exposure(expid, kCameras);
+    TmpfsMount out(fleet.dir() + "/out", "size=64k");
+    ASSERT_EQ(out.error(), "");
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1", {{"worker.result_timeout_s", "1"}});
+    fleet.start("writer", "writer-1", kFastRetry);
+    ASSERT_EQ(fleet.submit(expid), 0);
+
+    expect_fault_reported(observe_fault(fleet, expid, 15), std::strerror(ENOSPC));
+    ASSERT_EQ(out.remount("size=64m"), "");
+    const double recovery_s = seconds_until_done(fleet, expid, 60);
+    std::printf("ENOSPC, results handed back: storage back -> all 3 frames done in %.2f s\n",
+                recovery_s);
+    EXPECT_GE(recovery_s, 0);
+    ASSERT_TRUE(fleet.wait_exposure(expid, 60));
+    const Outcome o = fleet.check({expid}, kCameras);
+    expect_clean(o, "storage ENOSPC, results handed back");
+    EXPECT_EQ(o.done, 3);
+    EXPECT_EQ(o.dead, 0);
+    long long most_tries = 0;
+    for (const auto& cam : kCameras) {
+        SCOPED_TRACE(cam);
+        const long long tries = std::stoll(fleet.frame_field(expid, cam, "tries"));
+        const std::string undelivered = fleet.frame_field(expid, cam, "undelivered");
+        std::printf("%s: attempt %s, tries %lld, undelivered %s\n", cam.c_str(),
+                    fleet.frame_field(expid, cam, "attempt").c_str(), tries, undelivered.c_str());
+        // Every extraction but the one written found no writer.
+        EXPECT_EQ(tries - std::stoll(undelivered.empty() ? "0" : undelivered), 1);
+        most_tries = std::max(most_tries, tries);
+    }
+    EXPECT_GT(most_tries, 5) << "no frame was extracted more often than queue.max_deliveries";
+    EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 0);
+    expect_matches_extract(fleet, expid, kCameras, preprocs);
 }
 
 }  // namespace

@@ -22,9 +22,9 @@ TEST(StorageHealth, KindIsTheErrnoOfTheMessage)
               "erofs");
     EXPECT_EQ(storage_error_kind(path + "fsync failed: " + std::strerror(EIO)), "eio");
     EXPECT_EQ(storage_error_kind(path + "cannot rename: " + std::strerror(ENOENT)), "enoent");
-    EXPECT_EQ(storage_error_kind(path + "cannot create the output folder: " +
-                                 std::strerror(ENOTDIR)),
-              "enotdir");
+    EXPECT_EQ(
+        storage_error_kind(path + "cannot create the output folder: " + std::strerror(ENOTDIR)),
+        "enotdir");
     EXPECT_EQ(storage_error_kind(path + "cannot create the file: " + std::strerror(EACCES)),
               "eacces");
     EXPECT_EQ(storage_error_kind(path + "cannot read back for its checksum"), "other");
