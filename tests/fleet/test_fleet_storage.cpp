@@ -73,6 +73,41 @@ private:
     std::string error_;
 };
 
+/// A folder bind-mounted read-only onto itself: the folder made unwritable, even for root
+/// (whom file modes do not stop). Unmounted (lazily) at the end of the object's life or by
+/// release().
+class ReadOnlyFolder {
+public:
+    explicit ReadOnlyFolder(const std::string& path) : path_(path)
+    {
+        fs::create_directories(path_);
+        if (::mount(path_.c_str(), path_.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+            error_ = "mount --bind " + path_ + ": " + std::strerror(errno);
+            return;
+        }
+        mounted_ = true;
+        if (::mount(nullptr, path_.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) !=
+            0) {
+            error_ = "mount -o remount,bind,ro " + path_ + ": " + std::strerror(errno);
+        }
+    }
+    ~ReadOnlyFolder() { release(); }
+    ReadOnlyFolder(const ReadOnlyFolder&) = delete;
+    ReadOnlyFolder& operator=(const ReadOnlyFolder&) = delete;
+
+    const std::string& error() const { return error_; }
+    void release()
+    {
+        if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+        mounted_ = false;
+    }
+
+private:
+    std::string path_;
+    std::string error_;
+    bool mounted_ = false;
+};
+
 #define EX2D_REQUIRE_ROOT()                                                                     \
     do {                                                                                        \
         if (::geteuid() != 0) {                                                                 \
@@ -370,6 +405,65 @@ TEST(FleetStorage, OutageLongerThanTheResultTimeoutKillsNoFrame)
     EXPECT_GT(most_tries, 5) << "no frame was extracted more often than queue.max_deliveries";
     EXPECT_EQ(temporaries_under(fleet.dir() + "/out"), 0);
     expect_matches_extract(fleet, expid, kCameras, preprocs);
+}
+
+// The exposure's output folder made unwritable (bind-mounted read-only onto itself) for 6 s:
+// creating the temporary file fails with EROFS; then the bind mount is removed.
+TEST(FleetStorage, UnwritableExposureFolderLosesNothing)
+{
+    EX2D_REQUIRE_ROOT();
+    Fleet fleet("storage-unwritable");
+    const int expid = 88;
+    const auto preprocs = fleet.make_exposure(expid, kCameras);
+    ReadOnlyFolder folder(fs::path(fleet.output_path(expid, "b0")).parent_path().string());
+    ASSERT_EQ(folder.error(), "");
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    fleet.start("writer", "writer-1", kFastRetry);
+    ASSERT_EQ(fleet.submit(expid), 0);
+
+    const DuringFault seen = observe_fault(fleet, expid, 6);
+    folder.release();
+    const double recovery_s = seconds_until_done(fleet, expid, 60);
+    std::printf("unwritable folder: writable again -> all 3 frames done in %.2f s\n", recovery_s);
+    expect_fault_reported(seen, "cannot create the file: " + std::string(std::strerror(EROFS)));
+    EXPECT_GE(recovery_s, 0);
+    expect_recovered(fleet, expid, preprocs, "storage: unwritable exposure folder");
+}
+
+// The exposure's output folder removed while the writer waits before its rename (test hook,
+// 1.5 s): the temporary file goes with it and the rename fails with ENOENT; the next try
+// makes the folder again. The storage comes back by itself: the recovery time is from the
+// removal to the exposure done.
+TEST(FleetStorage, ExposureFolderRemovedMidWriteLosesNothing)
+{
+    EX2D_REQUIRE_TEST_HOOKS();
+    Fleet fleet("storage-enoent");
+    const int expid = 89;
+    const auto preprocs = fleet.make_exposure(expid, kCameras);
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1");
+    Process& writer =
+        fleet.start("writer", "writer-1", kFastRetry, {{"EX2D_TEST_DELAY_WRITE_MS", "1500"}});
+    ASSERT_EQ(fleet.submit(expid), 0);
+
+    ASSERT_TRUE(eventually(60, [&] {
+        return writer.log().find("EX2D_TEST_DELAY_WRITE_MS: sleeping") != std::string::npos;
+    }));
+    const fs::path folder = fs::path(fleet.output_path(expid, "b0")).parent_path();
+    // The first frame's temporary file is the folder's only file: nothing done is removed.
+    std::error_code ec;
+    EXPECT_EQ(std::distance(fs::directory_iterator(folder, ec), fs::directory_iterator()), 1);
+    fs::remove_all(folder);
+    const double recovery_s = seconds_until_done(fleet, expid, 60);
+    std::printf("folder removed mid-write -> all 3 frames done in %.2f s\n", recovery_s);
+    EXPECT_GE(recovery_s, 0);
+    EXPECT_GE(fleet.count_log_lines("storage failing (enoent)"), 1);
+    EXPECT_GE(fleet.count_log_lines(std::string("cannot rename the temporary file: ") +
+                                    std::strerror(ENOENT)),
+              1);
+    EXPECT_GT(metric_sum(fleet, "writer-1", "ex2d_storage_errors_total"), 0);
+    expect_recovered(fleet, expid, preprocs, "storage: exposure folder removed mid-write");
 }
 
 }  // namespace
