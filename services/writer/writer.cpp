@@ -102,6 +102,16 @@ bool Writer::busy() const
                                           [](const auto& j) { return j.has_value(); });
 }
 
+bool Writer::waiting_on_storage() const
+{
+    if (storage_.ok()) return false;
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    for (std::size_t i = 0; i < writing_.size(); ++i) {
+        if (writing_[i] && !retrying_[i]) return false;
+    }
+    return true;
+}
+
 void Writer::grant()
 {
     // A credit is room for one result beyond those the write threads hold: granted and not
@@ -279,7 +289,7 @@ void Writer::drain(Clock::time_point deadline)
     // re-delivers it. The results in hand are written while the deadline allows, unless the
     // output storage fails: then they are handed back at once.
     router_.close();
-    while (busy() && storage_.ok() && Clock::now() < deadline) {
+    while (busy() && !waiting_on_storage() && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();
     }

@@ -95,6 +95,9 @@ private:
     bool wait_to_retry(std::size_t index, double delay_s);
     std::size_t queued() const;
     bool busy() const;  ///< a result queued or being written
+    /// The storage fails and every write thread that holds a result waits to retry it: a
+    /// drain need not wait for writes that cannot succeed.
+    bool waiting_on_storage() const;
 
     const service::WriterSettings settings_;
     zmq::socket_t router_;
