@@ -114,11 +114,11 @@ bool Writer::waiting_on_storage() const
 
 void Writer::grant()
 {
-    // A credit is room for one result beyond those the write threads hold: granted and not
-    // yet arrived, or arrived and waiting for a thread.
     // While the output storage fails, results are left to other writers (or wait in their
     // workers): one taken here could not be written either.
     if (!storage_.ok()) return;
+    // A credit is room for one result beyond those the write threads hold: granted and not
+    // yet arrived, or arrived and waiting for a thread.
     const auto credit = std::size_t(settings_.credit);
     while (granted_.size() + queued() < credit && !offers_.empty()) {
         const Offer offer = std::move(offers_.front());
