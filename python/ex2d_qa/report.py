@@ -207,10 +207,13 @@ class Report:
         if state in ("failed", "dead"):
             return "FAIL", ["the fleet's state is %s: %s" % (state, f.fleet.get("error", ""))]
         if state and state != "done":
+            # A frame in flight keeps its last error (a writer's output storage failing).
+            last = ["last error: %s" % f.fleet["error"]] if f.fleet.get("error") else []
             if f.readable:
                 flag, reasons = checks.judge(f.rec)
-                return checks.worst([flag, "WARN"]), ["the fleet's state is %s" % state] + reasons
-            return "WARN", ["not written yet: the fleet's state is %s" % state]
+                return (checks.worst([flag, "WARN"]),
+                        ["the fleet's state is %s" % state] + last + reasons)
+            return "WARN", ["not written yet: the fleet's state is %s" % state] + last
         if f.rec is None or f.rec.get("error") is not None or not f.readable:
             return "FAIL", [f.rec.get("error") if f.rec and f.rec.get("error")
                             else "%s: no such file" % f.path]

@@ -2,6 +2,7 @@
 // ex2dctl status and workers: tables for people, --json for scripts.
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <map>
 
@@ -15,6 +16,20 @@ namespace {
 
 const char* const kStates[] = {"queued", "reading", "extracting", "writing",
                                "done",   "failed",  "dead",       "cancelled"};
+
+/// Unix milliseconds as UTC "2026-11-28T18:00:00Z" ("?" when not a number).
+std::string iso_time(const std::string& unix_ms)
+{
+    char* end = nullptr;
+    const long long ms = std::strtoll(unix_ms.c_str(), &end, 10);
+    if (unix_ms.empty() || *end != '\0') return "?";
+    const std::time_t seconds = std::time_t(ms / 1000);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    return text;
+}
 
 json processes(Connection& c, long long heartbeat_ttl_ms)
 {
@@ -73,6 +88,12 @@ void print_processes(const json& procs)
                     p.value("pid", "").c_str(), p.value("state", "").c_str(),
                     p.value("device", "-").c_str(), p.value("frames", "-").c_str(),
                     current.empty() ? "-" : current.c_str(), p.value("http", "").c_str());
+        if (p.value("storage", "") == "failing") {
+            // A writer whose output file system fails holds its frame and grants nothing.
+            std::printf("%-24s storage failing since %s: %s\n", "",
+                        iso_time(p.value("storage_since", "")).c_str(),
+                        p.value("storage_error", "").c_str());
+        }
     }
 }
 

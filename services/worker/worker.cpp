@@ -608,14 +608,15 @@ void Worker::send_result()
     }
     if (delivery_->advance() != ResultDelivery::Progress::timed_out) return;
     // No writer took it in time: holding it longer would hold the frame for ever if the
-    // writers are gone or unreachable. Another worker extracts it again.
+    // writers are gone or unreachable. Another worker extracts it again; the frame is not
+    // charged for it (a writer whose storage fails grants nothing for as long as it fails).
     service::ScopedLogContext lc(job_log_context(job));
     logger()->warn(
         "result not delivered: no writer granted room within {} s; handing the frame back",
         settings_.result_timeout_s);
     ctx_.metrics().frames("undelivered").Increment();
     delivery_->clear();
-    hand_back(job);
+    hand_back(job, true);
 }
 
 bool Worker::step()

@@ -28,8 +28,13 @@ Status fsync_path(const std::string& path, bool directory)
 {
     const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
     if (fd < 0) return Status::io(path + ": cannot open for fsync: " + std::strerror(errno));
-    const int rc = ::fsync(fd);
-    const int err = errno;
+    int rc = ::fsync(fd);
+    int err = errno;
+    if (const int injected = service::test_fsync_errno(directory ? "DIR" : "FILE");
+        rc == 0 && injected != 0) {
+        rc = -1;
+        err = injected;
+    }
     ::close(fd);
     if (rc != 0) return Status::io(path + ": fsync failed: " + std::strerror(err));
     return Status::ok();
@@ -145,6 +150,10 @@ Result<WriteOutcome> write_output(const service::FrameOutputs& out, const servic
     if (fs::exists(final_path, ec)) {
         auto existing = read_frame_header(final_path.string());
         if (existing.is_ok() && same_provenance(existing.value(), prov.image_header)) {
+            // An earlier try may have renamed the file and then failed in the folder's fsync.
+            if (fsync_files) {
+                EX2D_RETURN_NOT_OK(fsync_path(final_path.parent_path().string(), true));
+            }
             return describe(final_path.string(), true);
         }
     }

@@ -37,6 +37,7 @@ Writer::~Writer()
         stop_writing_ = true;
     }
     queue_cv_.notify_all();
+    retry_cv_.notify_all();
     for (std::thread& t : write_threads_) {
         if (t.joinable()) t.join();
     }
@@ -72,10 +73,13 @@ Status Writer::start()
     EX2D_ASSIGN_OR_RETURN(const std::string endpoint, serve(router_));
     temporaries_->sweep();
     next_sweep_ = Clock::now() + seconds(settings_.sweep_interval_s);
+    keeper_->set_field("storage", "ok");
+    ctx_.metrics().storage_ok().Set(1);
     // A slot is lent from its GRANT until a write thread has decoded the RESULT in it.
     result_slots_ = service::open_slot_pool(ctx_.settings().zmq.shm_dir,
                                             std::size_t(settings_.credit) + std::size_t(threads));
     writing_.assign(write_planes_.size(), std::nullopt);
+    retrying_.assign(write_planes_.size(), false);
     for (std::size_t i = 0; i < write_planes_.size(); ++i) {
         write_threads_.emplace_back([this, i] { write_loop(i); });
     }
@@ -98,8 +102,21 @@ bool Writer::busy() const
                                           [](const auto& j) { return j.has_value(); });
 }
 
+bool Writer::waiting_on_storage() const
+{
+    if (storage_.ok()) return false;
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    for (std::size_t i = 0; i < writing_.size(); ++i) {
+        if (writing_[i] && !retrying_[i]) return false;
+    }
+    return true;
+}
+
 void Writer::grant()
 {
+    // While the output storage fails, results are left to other writers (or wait in their
+    // workers): one taken here could not be written either.
+    if (!storage_.ok()) return;
     // A credit is room for one result beyond those the write threads hold: granted and not
     // yet arrived, or arrived and waiting for a thread.
     const auto credit = std::size_t(settings_.credit);
@@ -235,80 +252,10 @@ void Writer::write_loop(std::size_t index)
         // The result left the queue: its credit is free for the next GRANT.
         const std::uint64_t one = 1;
         (void)!::write(wake_fd_, &one, sizeof one);
-        write_result(std::move(received), plane);
+        write_result(std::move(received), index, plane);
         std::lock_guard<std::mutex> lock(queue_mutex_);
         writing_[index].reset();
     }
-}
-
-void Writer::write_result(Received received, service::ControlPlane& plane)
-{
-    const Job& job = received.job;
-    service::ScopedLogContext lc(job_log_context(job));
-    const auto start = Clock::now();
-    auto decoded = service::decode_result(received.message);
-    received.message = {};
-    if (received.slot != 0) result_slots_->release(received.slot, received.slot_generation);
-    if (!decoded.is_ok()) {
-        drop_malformed(decoded.status());
-        service::hand_back(plane, *keeper_, job, ctx_.settings().queue.lease_ms());
-        return;
-    }
-    const service::FrameOutputs& out = decoded.value();
-    auto still_ours = [&] {
-        auto f = plane.renew(job);
-        return f.is_ok() && f.value() == Fence::applied;
-    };
-    auto outcome =
-        write_output(out, me_, settings_.fsync, still_ours, *temporaries_, fibermap_columns_);
-    if (!outcome.is_ok()) {
-        const Status& s = outcome.status();
-        if (s.code() == StatusCode::invalid_argument) {
-            // Fenced out: another holder has the job, and the system did what it should.
-            ctx_.metrics().frames("stale").Increment();
-            logger()->warn("write abandoned: {}", s.to_string());
-        } else if (s.code() == StatusCode::io_error) {
-            // A full or failing disk may recover: the job stays pending and is re-delivered
-            // after its lease, up to max_deliveries.
-            logger()->error("write failed: {}", s.to_string());
-            ctx_.metrics().frames("failed").Increment();
-            (void)plane.note_error(job, s.to_string());
-        } else {
-            logger()->error("write failed: {}", s.to_string());
-            ctx_.metrics().frames("failed").Increment();
-            (void)plane.fail(job, s.to_string(), me_);
-        }
-        keeper_->release(job);
-        return;
-    }
-    const double write_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    auto done = plane.finish(job, outcome.value().checksum, outcome.value().bytes, me_);
-    keeper_->release(job);
-    if (done.is_ok() && done.value() == Fence::gone) {
-        // The reply to a finish that did run can be lost with a Redis connection; the retry
-        // then finds the job acknowledged. The ledger says whether it was ours.
-        auto frame = plane.frame(job.campaign, job.expid, job.camera);
-        if (frame.is_ok() && frame.value()["state"] == "done" &&
-            frame.value()["checksum"] == outcome.value().checksum &&
-            frame.value()["attempt"] == std::to_string(job.epoch)) {
-            done = Fence::applied;
-        }
-    }
-    if (!done.is_ok() || done.value() != Fence::applied) {
-        ctx_.metrics().frames("stale").Increment();
-        logger()->warn("finish refused: {}",
-                       done.is_ok() ? service::to_string(done.value()) : done.status().message());
-        return;
-    }
-    ctx_.metrics().stage_seconds("write").Observe(write_seconds);
-    ctx_.metrics().frames(outcome.value().skipped ? "skipped" : "written").Increment();
-    keeper_->set_field("frames", std::to_string(++frames_done_));
-    logger()->info(
-        "frame {} output={} bytes={} checksum={} write_s={:.2f} read_s={:.2f} "
-        "extract_s={:.2f} worker={} badcolumn_mask={} badcolumn_bins={} badamp_fibers={}",
-        outcome.value().skipped ? "already written" : "written", job.output, outcome.value().bytes,
-        outcome.value().checksum, write_seconds, out.read_seconds, out.extract_seconds, out.worker,
-        out.badcolumn_mask, out.badcolumn_bins, out.badcolumn_badamp_fibers);
 }
 
 bool Writer::step()
@@ -339,9 +286,10 @@ bool Writer::step()
 void Writer::drain(Clock::time_point deadline)
 {
     // No grant from here; a result granted but not yet received is left to its lease, which
-    // re-delivers it. The results in hand are written while the deadline allows.
+    // re-delivers it. The results in hand are written while the deadline allows, unless the
+    // output storage fails: then they are handed back at once.
     router_.close();
-    while (busy() && Clock::now() < deadline) {
+    while (busy() && !waiting_on_storage() && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();
     }
@@ -352,12 +300,15 @@ void Writer::drain(Clock::time_point deadline)
         stop_writing_ = true;
         for (const Received& r : queue_) unfinished.push_back(r.job);
         queue_.clear();
-        for (const auto& job : writing_) {
-            if (job) unfinished.push_back(*job);
-            still_writing = still_writing || job.has_value();
+        for (std::size_t i = 0; i < writing_.size(); ++i) {
+            // A thread waiting to retry hands its job back itself when woken.
+            if (!writing_[i] || retrying_[i]) continue;
+            unfinished.push_back(*writing_[i]);
+            still_writing = true;
         }
     }
     queue_cv_.notify_all();
+    retry_cv_.notify_all();
     for (const Job& job : unfinished) hand_back(job);
     if (still_writing) {
         // A write thread cannot be interrupted inside CFITSIO or the compressor: its job is

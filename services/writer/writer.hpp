@@ -26,6 +26,7 @@
 #include "ex2d/service/frame_messages.hpp"
 #include "ex2d/service/settings.hpp"
 #include "ex2d/service/shm_slots.hpp"
+#include "storage_health.hpp"
 #include "temporary_ledger.hpp"
 
 namespace ex2d::writer {
@@ -77,9 +78,26 @@ private:
     void grant();
     void expire_grants();
     void write_loop(std::size_t index);
-    void write_result(Received received, service::ControlPlane& plane);
+    /// Writes the result, trying again while the output storage fails (until a write
+    /// succeeds, the lease is lost or the writer stops: then the job is handed back).
+    void write_result(Received received, std::size_t index, service::ControlPlane& plane);
+    /// Records a successful write or a failure other than the storage's, and the frame's end.
+    void conclude(const service::Job& job, const service::FrameOutputs& out,
+                  const Result<WriteOutcome>& outcome, Clock::time_point start,
+                  service::ControlPlane& plane);
+    /// A failed write on the output storage (write_result.cpp): the log line, the metrics,
+    /// the process hash and the frame's error; the wait before the next try, in seconds.
+    double note_storage_failure(const service::Job& job, const Status& status, int failures,
+                                service::ControlPlane& plane);
+    void note_storage_recovered();
+    /// Waits `delay_s` before the next try of write thread `index`; false when the writer
+    /// stops meanwhile.
+    bool wait_to_retry(std::size_t index, double delay_s);
     std::size_t queued() const;
     bool busy() const;  ///< a result queued or being written
+    /// The storage fails and every write thread that holds a result waits to retry it: a
+    /// drain need not wait for writes that cannot succeed.
+    bool waiting_on_storage() const;
 
     const service::WriterSettings settings_;
     zmq::socket_t router_;
@@ -101,6 +119,10 @@ private:
     std::condition_variable queue_cv_;
     std::deque<Received> queue_;                        ///< oldest first
     std::vector<std::optional<service::Job>> writing_;  ///< per write thread
+    /// Per write thread: waiting to try a write again (it hands its job back if stopped).
+    std::vector<bool> retrying_;
+    std::condition_variable retry_cv_;  ///< wakes the waits to retry (with queue_mutex_)
+    StorageHealth storage_;
     bool stop_writing_ = false;
     int wake_fd_ = -1;  ///< eventfd a write thread signals when it takes a result (credit freed)
     std::atomic<long> frames_done_{0};

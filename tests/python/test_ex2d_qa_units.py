@@ -430,10 +430,13 @@ def test_find_frames(tmp_path):
     assert report._frames_in(str(tmp_path / "nowhere")) == []
 
 
-def frame_obj(camera="b0", expid="00000001", night="20261122", rec=None, state=None):
+def frame_obj(camera="b0", expid="00000001", night="20261122", rec=None, state=None,
+              error=None):
     f = report.Frame("/x/frame-%s-%s.fits" % (camera, expid), camera, expid, night)
     f.rec = rec
-    f.fleet = {"state": state, "error": "worker died"} if state else None
+    if error is None:
+        error = "worker died" if state in ("failed", "dead") else ""
+    f.fleet = {"state": state, "error": error} if state else None
     return f
 
 
@@ -460,6 +463,13 @@ def test_frame_state_and_anchor():
     ({"error": "bad"}, "done", ("FAIL", ["bad"]))])
 def test_report_judge(rec, state, want):
     assert report.Report([])._judge(frame_obj(rec=rec, state=state)) == want
+
+
+def test_report_judge_shows_the_last_error_of_a_frame_in_flight():
+    error = "output storage failing: /o/frame-b0.fits: No space left on device"
+    f = frame_obj(state="writing", error=error)
+    assert report.Report([])._judge(f) == (
+        "WARN", ["not written yet: the fleet's state is writing", "last error: " + error])
 
 
 def test_choose_details_puts_failures_first_then_the_latest_exposures():

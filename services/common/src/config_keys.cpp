@@ -166,6 +166,12 @@ std::vector<ConfigKey> make_keys()
                 "threads that decode and write results, each holding one beyond the credit", 1, 64),
         number_key("writer.sweep_interval_s", "10",
                    "how often temporary files of writers that are gone are removed", 0.1, 86400),
+        number_key("writer.storage_retry_s", "1",
+                   "first wait before a write that failed on the output storage is tried again",
+                   0.01, 3600),
+        number_key("writer.storage_retry_max_s", "30",
+                   "longest wait between tries while the output storage fails (doubling)", 0.01,
+                   86400),
         string_key("writer.fibermap_columns", "",
                    "JSON table of FIBERMAP units and descriptions (python3 -m "
                    "ex2d_desi.fibermap_columns exports desispec's); empty: ex2d's own"),

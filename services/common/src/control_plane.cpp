@@ -159,14 +159,15 @@ namespace {
 // Records the delivery; returns the epoch (0 when the entry is no longer pending) and sets
 // `tries` to the extractions started so far.
 Result<long long> take_entry(RedisClient& redis, const std::string& ns, Job& job, const Actor& who,
-                             long long* tries = nullptr)
+                             long long* tries = nullptr, long long* undelivered = nullptr)
 {
     std::vector<std::string> args = base_args(ns, job);
     args.insert(args.end(), {who.host, std::to_string(who.pid), who.name});
     EX2D_ASSIGN_OR_RETURN(RedisValue v, redis.eval(script(lua::kTake, false), {}, args));
     if (v.is_error()) return Status::io("redis take " + job.job + ": " + v.str);
-    if (v.elements.size() != 2) return Status::io("redis take " + job.job + ": unexpected reply");
+    if (v.elements.size() != 3) return Status::io("redis take " + job.job + ": unexpected reply");
     if (tries) *tries = v.elements[1].as_int();
+    if (undelivered) *undelivered = v.elements[2].as_int();
     return v.elements[0].as_int();
 }
 
@@ -285,13 +286,16 @@ Result<std::vector<Job>> ControlPlane::reap(const std::string& stream, const Act
         std::optional<Job> job = entry_to_job(entry, stream);
         if (!job) continue;
         long long tries = 0;
-        EX2D_ASSIGN_OR_RETURN(long long epoch, take_entry(redis_, ns_, *job, consumer, &tries));
+        long long undelivered = 0;
+        EX2D_ASSIGN_OR_RETURN(long long epoch,
+                              take_entry(redis_, ns_, *job, consumer, &tries, &undelivered));
         if (epoch <= 0) continue;
         job->epoch = epoch;
         // A frame is charged for the extractions it started, not for deliveries it spent
         // waiting in a worker that another frame killed; deliveries past twice the limit
-        // still end a frame that crashes a reader or a writer.
-        if (tries >= max_deliveries || epoch > 2 * max_deliveries) {
+        // still end a frame that crashes a reader or a writer. Extractions whose result no
+        // writer took (their storage failing, say) are charged neither way.
+        if (tries - undelivered >= max_deliveries || epoch - undelivered > 2 * max_deliveries) {
             std::vector<std::string> args = base_args(ns_, *job);
             args.push_back(std::to_string(max_deliveries));
             EX2D_ASSIGN_OR_RETURN(RedisValue d, redis_.eval(script(lua::kDead, true), {}, args));
@@ -346,9 +350,9 @@ Result<Fence> ControlPlane::finish(const Job& job, const std::string& checksum, 
         {checksum, std::to_string(bytes), actor.host, std::to_string(actor.pid), actor.name});
 }
 
-Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms)
+Result<Fence> ControlPlane::hand_back(const Job& job, long long lease_ms, bool undelivered)
 {
-    return fenced(lua::kHandBack, job, {std::to_string(lease_ms + 1)});
+    return fenced(lua::kHandBack, job, {std::to_string(lease_ms + 1), undelivered ? "1" : "0"});
 }
 
 Result<long long> ControlPlane::cancel_queued(const std::string& campaign)

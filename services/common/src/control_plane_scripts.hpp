@@ -64,16 +64,18 @@ if not count then return 0 end
 if count ~= epoch then return -1 end
 )LUA";
 
-// take: ARGV[8..10] = host, pid, process. Returns {delivery count (the new epoch), tries}
-// or {0, 0}; tries counts the extractions started, so that frames that only waited in a
-// worker that died are not charged for its death.
+// take: ARGV[8..10] = host, pid, process. Returns {delivery count (the new epoch), tries,
+// undelivered} or {0, 0, 0}; tries counts the extractions started, so that frames that only
+// waited in a worker that died are not charged for its death, and undelivered those whose
+// result no writer took (hand_back with ARGV[9] = 1), which are not charged either.
 inline constexpr const char* kTake = R"LUA(
 local count = pending(stream, id)
-if not count then return {0, 0} end
+if not count then return {0, 0, 0} end
 set_state(fkey, ekey, 'reading', ts)
 redis.call('HSET', fkey, 'attempt', count, 'stream_id', id, 'host', ARGV[8], 'pid', ARGV[9],
            'process', ARGV[10])
-return {count, tonumber(redis.call('HGET', fkey, 'tries') or '0')}
+return {count, tonumber(redis.call('HGET', fkey, 'tries') or '0'),
+        tonumber(redis.call('HGET', fkey, 'undelivered') or '0')}
 )LUA";
 
 inline constexpr const char* kRenew = R"LUA(
@@ -109,10 +111,12 @@ redis.call('HSET', fkey, 'updated_at', ts)
 return 1
 )LUA";
 
-// hand_back: ARGV[8] = idle time to set (ms), past the lease.
+// hand_back: ARGV[8] = idle time to set (ms), past the lease; ARGV[9] = 1 when the frame's
+// extraction finished and no writer took its result (counted in `undelivered`).
 inline constexpr const char* kHandBack = R"LUA(
 redis.call('XCLAIM', stream, 'readers', consumer, 0, id, 'IDLE', ARGV[8], 'JUSTID')
 set_state(fkey, ekey, 'queued', ts)
+if ARGV[9] == '1' then redis.call('HINCRBY', fkey, 'undelivered', 1) end
 return 1
 )LUA";
 
@@ -180,8 +184,8 @@ local fields = {}
 for i = 10, #ARGV do table.insert(fields, ARGV[i]) end
 local sid = redis.call('XADD', stream, '*', unpack(fields))
 redis.call('HSET', fkey, unpack(fields))
-redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'tries', 0, 'error', '', 'checksum', '',
-           'queued_at', ts)
+redis.call('HSET', fkey, 'stream_id', sid, 'attempt', 0, 'tries', 0, 'undelivered', 0, 'error', '',
+           'checksum', '', 'queued_at', ts)
 set_state(fkey, ekey, 'queued', ts)
 return 1
 )LUA";

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "ex2d/service/fault_injection.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -25,6 +28,15 @@ bool test_poisoned(const std::string& job_id)
 {
     const char* poison = std::getenv("EX2D_TEST_POISON_JOB");
     return poison && *poison && job_id == poison;
+}
+
+int test_fsync_errno(const char* what)
+{
+    const std::string name = std::string("EX2D_TEST_FAIL_FSYNC_") + what;
+    const char* flag = std::getenv(name.c_str());
+    if (!flag || !*flag || ::access(flag, F_OK) != 0) return 0;
+    logger()->info("{}: {} exists, reporting ENOSPC", name, flag);
+    return ENOSPC;
 }
 
 }  // namespace ex2d::service

@@ -64,9 +64,10 @@ std::optional<wire::IncomingMessage> decode_or_drop(
     return message;
 }
 
-void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, long long lease_ms)
+void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, long long lease_ms,
+               bool undelivered)
 {
-    auto fence = plane.hand_back(job, lease_ms);
+    auto fence = plane.hand_back(job, lease_ms, undelivered);
     keeper.release(job);
     logger()->info("handed back job={} attempt={} result={}", job.job, job.epoch,
                    fence.is_ok() ? to_string(fence.value()) : fence.status().message());
@@ -116,9 +117,9 @@ Status FleetService::register_process(const std::map<std::string, std::string>& 
     return keeper_->start();
 }
 
-void FleetService::hand_back(const Job& job)
+void FleetService::hand_back(const Job& job, bool undelivered)
 {
-    service::hand_back(*plane_, *keeper_, job, ctx_.settings().queue.lease_ms());
+    service::hand_back(*plane_, *keeper_, job, ctx_.settings().queue.lease_ms(), undelivered);
 }
 
 void FleetService::drop_malformed(const Status& why)

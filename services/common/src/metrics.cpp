@@ -89,6 +89,16 @@ Metrics::Metrics(const std::string& role)
                           .Help("Peers not connected for want of matching CURVE keys, by reason")
                           .Labels(role_label)
                           .Register(registry);
+    storage_errors_ = &prometheus::BuildCounter()
+                           .Name("ex2d_storage_errors_total")
+                           .Help("Writes that failed on the output file system, by errno")
+                           .Labels(role_label)
+                           .Register(registry);
+    storage_ok_ = &prometheus::BuildGauge()
+                       .Name("ex2d_storage_ok")
+                       .Help("1 while the writer's writes succeed, 0 while its storage fails")
+                       .Labels(role_label)
+                       .Register(registry);
     prometheus::BuildGauge()
         .Name("ex2d_build_info")
         .Help("Build of this process; the value is always 1")
@@ -140,6 +150,16 @@ prometheus::Counter& Metrics::zap_requests(const std::string& result)
 prometheus::Counter& Metrics::peers_refused(const std::string& reason)
 {
     return peers_refused_->Add({{"reason", reason}});
+}
+
+prometheus::Counter& Metrics::storage_errors(const std::string& kind)
+{
+    return storage_errors_->Add({{"kind", kind}});
+}
+
+prometheus::Gauge& Metrics::storage_ok()
+{
+    return storage_ok_->Add({});
 }
 
 prometheus::Counter& Metrics::redis_reconnects()

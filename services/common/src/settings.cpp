@@ -106,6 +106,8 @@ WriterSettings WriterSettings::from(const Config& config)
     s.credit = int(config.get_int("writer.credit"));
     s.write_threads = int(config.get_int("writer.write_threads"));
     s.sweep_interval_s = config.get_double("writer.sweep_interval_s");
+    s.storage_retry_s = config.get_double("writer.storage_retry_s");
+    s.storage_retry_max_s = config.get_double("writer.storage_retry_max_s");
     s.fibermap_columns = config.get_string("writer.fibermap_columns");
     return s;
 }

@@ -115,8 +115,9 @@ public:
                          const Actor& actor);
 
     /// Gives the job back at once (state queued, idle time set past the lease so that the next
-    /// reaper pass re-delivers it), fenced. Used when draining.
-    Result<Fence> hand_back(const Job& job, long long lease_ms);
+    /// reaper pass re-delivers it), fenced. Used when draining. `undelivered`: the frame was
+    /// extracted and no writer took the result; the reaper does not charge it to the frame.
+    Result<Fence> hand_back(const Job& job, long long lease_ms, bool undelivered = false);
 
     /// Cancels a campaign's frames that no reader has taken yet (state cancelled); returns how
     /// many. Frames in flight finish.

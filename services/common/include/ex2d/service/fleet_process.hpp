@@ -49,8 +49,10 @@ std::optional<wire::IncomingMessage> decode_or_drop(
     std::initializer_list<wire::MessageType> accepted, const wire::SlotResolver& slots = {});
 
 /// Gives a job back at once (ControlPlane::hand_back: its idle time set past `lease_ms`, so
-/// the next reaper pass re-delivers it) and stops renewing its lease.
-void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, long long lease_ms);
+/// the next reaper pass re-delivers it) and stops renewing its lease. `undelivered`: its
+/// result found no writer (ControlPlane::hand_back).
+void hand_back(ControlPlane& plane, Keeper& keeper, const Job& job, long long lease_ms,
+               bool undelivered = false);
 
 /// The start-up the reader, the worker and the writer share, and what it leaves them. In
 /// start(), a process calls connect() first; a reader or writer then serve() for the socket
@@ -75,7 +77,7 @@ protected:
     /// process hash (docs/redis-schema.md).
     Status register_process(const std::map<std::string, std::string>& fields);
     /// hand_back() over the main loop's connection.
-    void hand_back(const Job& job);
+    void hand_back(const Job& job, bool undelivered = false);
     /// Drops a message that decoded but whose content cannot be used (reason=malformed).
     void drop_malformed(const Status& why);
 

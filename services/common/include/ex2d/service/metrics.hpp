@@ -55,6 +55,11 @@ public:
     /// curve_required, untrusted_key, bad_key), counted once per peer and advertisement, and
     /// CURVE handshakes servers refused (handshake_refused).
     prometheus::Counter& peers_refused(const std::string& reason);
+    /// ex2d_storage_errors_total{kind}: writes that failed on the output file system, by
+    /// errno (enospc, edquot, erofs, eio, enoent, enotdir, eacces, other).
+    prometheus::Counter& storage_errors(const std::string& kind);
+    /// ex2d_storage_ok: writer only (made at its first call), 1 while writes succeed.
+    prometheus::Gauge& storage_ok();
 
 private:
     std::string role_;
@@ -72,6 +77,8 @@ private:
     prometheus::Counter* device_failures_;
     prometheus::Family<prometheus::Counter>* zap_;
     prometheus::Family<prometheus::Counter>* peers_refused_;
+    prometheus::Family<prometheus::Counter>* storage_errors_;
+    prometheus::Family<prometheus::Gauge>* storage_ok_;
 };
 
 }  // namespace ex2d::service

@@ -132,6 +132,9 @@ struct WriterSettings {
     int credit = 0;
     int write_threads = 0;
     double sweep_interval_s = 0;
+    /// While the output storage fails: the first wait before a retry, doubling up to the max.
+    double storage_retry_s = 0;
+    double storage_retry_max_s = 0;
     std::string fibermap_columns;  ///< JSON table of FIBERMAP units and descriptions; "" = built-in
 
     static WriterSettings from(const Config& config);
