@@ -273,6 +273,22 @@ check "srun ex2d-mps-wrapper false exits non-zero ($rc_false)" test "$rc_false" 
 check "srun ex2d-mps-wrapper true exits 0 ($rc_true)" test "$rc_true" -eq 0
 check "three steps: three daemon starts and three quits" \
   test "$(stub_lines ' mps-start ')/$(stub_lines ' mps-command quit ')" = 3/3
+# A command that exits 8 (a worker whose device failed) is started again, at most
+# EX2D_DEVICE_RESTARTS times; here it fails twice, then exits 0.
+set +e
+"${job_env[@]}" EX2D_DEVICE_RESTARTS=3 srun -N1 -n1 "$wrapper" bash -c \
+  'echo run >>"$0"; [ "$(wc -l <"$0")" -ge 3 ] || exit 8' "$tmp/device-runs" 2>"$tmp/srun-device.err"
+rc_device=$?
+"${job_env[@]}" EX2D_DEVICE_RESTARTS=2 srun -N1 -n1 "$wrapper" bash -c \
+  'echo run >>"$0"; exit 8' "$tmp/device-always" 2>>"$tmp/srun-device.err"
+rc_device_always=$?
+set -e
+check "exit 8 twice, then 0: three runs, status 0 ($(wc -l <"$tmp/device-runs") runs, status $rc_device)" \
+  test "$(wc -l <"$tmp/device-runs")/$rc_device" = 3/0
+check "exit 8 every time: 1 + EX2D_DEVICE_RESTARTS (2) runs, status 8 ($(wc -l <"$tmp/device-always") runs, status $rc_device_always)" \
+  test "$(wc -l <"$tmp/device-always")/$rc_device_always" = 3/8
+check "each restart is logged" \
+  test "$(grep -c 'exited 8 (its device failed): starting it again' "$tmp/srun-device.err")" = 4
 # The pipe never comes in time: a clear error, and --stop quits the daemon rank 0 left behind.
 set +e
 "${job_env[@]}" EX2D_STUB_MPS_DELAY=3 EX2D_MPS_START_TIMEOUT=1 EX2D_MPS_DIR="$tmp/nodetmp/mps-timeout" \
