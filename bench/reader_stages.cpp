@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What a reader spends per frame, step by step: ex2d-reader-stages PREPROC PSF [--repeat N]
+// What a reader spends per frame, step by step:
+//   ex2d-reader-stages PREPROC PSF [REPEAT] [--cold] [--read auto|mmap|direct]
+// --cold drops the preproc file and the PSF from the page cache before each load
+// (posix_fadvise DONTNEED), as in production, where desispec wrote them long before, often on
+// another node; --read is reader.input_read.
 // Runs the reader's own loading and message encoding in this process, so that the CPU seconds
 // of each step can be told apart (the service interleaves them with its sockets), then sends
 // the FRAME over ipc to a socket in the same process and decodes it as a worker does, then the
@@ -7,6 +11,7 @@
 // against a memcpy of the same bytes into memory already touched.
 #include <time.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +36,30 @@ double cpu_now()
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+/// CPU seconds the whole machine spent busy (user, nice, system, irq, softirq; /proc/stat):
+/// a cold read's page-cache work and I/O completions run partly outside the process, in
+/// interrupts and kernel threads, where its own CPU clock does not see them.
+double node_cpu_now()
+{
+    std::FILE* stat = std::fopen("/proc/stat", "r");
+    if (stat == nullptr) return 0;
+    unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+    const int n = std::fscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system,
+                              &idle, &iowait, &irq, &softirq);
+    std::fclose(stat);
+    if (n != 7) return 0;
+    return double(user + nice + system + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
+}
+
+/// Drops `path` from the page cache (its pages are clean: nothing is written back).
+void drop_from_cache(const char* path)
+{
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+}
+
 double wall_now()
 {
     timespec ts{};
@@ -43,17 +72,45 @@ double wall_now()
 int main(int argc, char** argv)
 {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s PREPROC PSF [REPEAT]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s PREPROC PSF [REPEAT] [--cold] [--read auto|mmap|direct]\n",
+                     argv[0]);
         return 2;
     }
-    const int repeat = argc > 3 ? std::atoi(argv[3]) : 5;
+    int repeat = 5;
+    bool cold = false;
+    std::string read_name = "auto";
+    for (int i = 3; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--cold") {
+            cold = true;
+        } else if (arg == "--read" && i + 1 < argc) {
+            read_name = argv[++i];
+        } else {
+            repeat = std::atoi(argv[i]);
+        }
+    }
+    auto input_read = ex2d::parse_input_read(read_name);
+    if (!input_read.is_ok()) {
+        std::fprintf(stderr, "%s\n", input_read.status().message().c_str());
+        return 2;
+    }
     ex2d::service::Job job;
-    job.job = "nightly/00000007/r2";
+    // The job is the file's own, from its header.
+    auto meta = ex2d::read_preproc_metadata(argv[1]);
+    if (!meta.is_ok()) {
+        std::fprintf(stderr, "%s\n", meta.status().message().c_str());
+        return 2;
+    }
+    const ex2d::FitsHeader& header = meta.value().header;
+    char expid[16];
+    std::snprintf(expid, sizeof expid, "%08lld", header.get_int("EXPID").value_or(0));
     job.lane = "nightly";
     job.campaign = "nightly";
-    job.night = "20261122";
-    job.expid = "00000007";
-    job.camera = "r2";
+    job.night = std::to_string(header.get_int("NIGHT").value_or(0));
+    job.expid = expid;
+    job.camera = header.get_string("CAMERA").value_or("r0");
+    while (!job.camera.empty() && job.camera.back() == ' ') job.camera.pop_back();
+    job.job = "nightly/" + job.expid + "/" + job.camera;
     job.preproc = argv[1];
     job.psf = argv[2];
     job.output = "/tmp/unused.fits";
@@ -62,7 +119,11 @@ int main(int argc, char** argv)
     job.stream_id = "1-0";
     std::printf("malloc: %s\n", ex2d::service::allocator_description().c_str());
     std::printf("step                     cpu_s   wall_s\n");
-    ex2d::reader::FrameLoader loader("bench");
+    std::printf(
+        "input: %s, read %s\n",
+        cold ? "cold (dropped from the page cache each time)" : "as the page cache holds it",
+        read_name.c_str());
+    ex2d::reader::FrameLoader loader("bench", "reader", input_read.value());
     zmq::context_t context;
     zmq::socket_t pull(context, zmq::socket_type::pull), push(context, zmq::socket_type::push);
     const std::string endpoint = "ipc:///tmp/ex2d-reader-stages-" + std::to_string(::getpid());
@@ -73,8 +134,13 @@ int main(int argc, char** argv)
     ex2d::service::SlotPool worker_slots("/dev/shm", 1);
     ex2d::service::SlotMappings reader_mappings("/dev/shm");
     for (int i = 0; i < repeat; ++i) {
-        double c0 = cpu_now(), w0 = wall_now();
+        if (cold) {
+            drop_from_cache(argv[1]);
+            drop_from_cache(argv[2]);
+        }
+        double c0 = cpu_now(), w0 = wall_now(), n0 = node_cpu_now();
         auto loaded = loader.load(job);
+        const double node_load = node_cpu_now() - n0;
         if (!loaded.is_ok()) {
             std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
             return 1;
@@ -85,7 +151,8 @@ int main(int argc, char** argv)
         double c3 = cpu_now(), w3 = wall_now();
         std::size_t bytes = 0;
         for (auto& p : parts) bytes += p.size();
-        std::printf("load (read+encode)     %7.3f  %7.3f\n", c1 - c0, w1 - w0);
+        std::printf("load (read+encode)     %7.3f  %7.3f  (machine: %.2f CPU-s, 10 ms ticks)\n",
+                    c1 - c0, w1 - w0, node_load);
         std::printf("encode_frame           %7.3f  %7.3f\n", c2 - c1, w2 - w1);
         std::printf("wire::encode           %7.3f  %7.3f  (%zu MB)\n", c3 - c2, w3 - w2,
                     bytes >> 20);

@@ -108,7 +108,7 @@ Result<LoadedFrame> FrameLoader::load(const service::Job& job)
     auto read = read_preproc_float32(
         job.preproc,
         [&](const void* bytes, std::size_t size) { file_sum = wire::checksum64(bytes, size); },
-        *image, *weights, mask_scratch_);
+        *image, *weights, mask_scratch_, input_read_, file_buffer_);
     if (!read.is_ok()) return read.status();
 
     service::FrameInputs in;

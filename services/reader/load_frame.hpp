@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ex2d/preproc.hpp"
 #include "ex2d/service/buffer_pool.hpp"
 #include "ex2d/service/frame_messages.hpp"
 
@@ -24,9 +25,13 @@ struct LoadedFrame {
 /// that a reader reuses the same memory frame after frame.
 class FrameLoader {
 public:
-    /// trace_shifts_in: reader.trace_shifts_in, "reader" or "worker".
-    FrameLoader(std::string reader_name, std::string trace_shifts_in = "reader")
-        : reader_name_(std::move(reader_name)), trace_shifts_in_(std::move(trace_shifts_in))
+    /// trace_shifts_in: reader.trace_shifts_in, "reader" or "worker"; input_read:
+    /// reader.input_read.
+    FrameLoader(std::string reader_name, std::string trace_shifts_in = "reader",
+                InputRead input_read = InputRead::automatic)
+        : reader_name_(std::move(reader_name)),
+          trace_shifts_in_(std::move(trace_shifts_in)),
+          input_read_(input_read)
     {
     }
     Result<LoadedFrame> load(const service::Job& job);
@@ -40,6 +45,9 @@ private:
     // A few frames in flight (the workers' credits) plus the one being read.
     service::BufferPool<float> planes_{8};
     LargeArray<std::uint32_t> mask_scratch_;
+    InputRead input_read_;
+    /// The preproc file's bytes when read with O_DIRECT, kept from frame to frame.
+    LargeArray<unsigned char> file_buffer_;
 };
 
 }  // namespace ex2d::reader

@@ -22,7 +22,9 @@ using service::seconds;
 Reader::Reader(service::ServiceContext& ctx)
     : FleetService(ctx),
       settings_(service::ReaderSettings::from(ctx.config())),
-      loader_(ctx.name(), settings_.trace_shifts_in),
+      // reader.input_read is one of the choices parse_input_read knows (config_keys.cpp).
+      loader_(ctx.name(), settings_.trace_shifts_in,
+              parse_input_read(settings_.input_read).value()),
       router_(zmq_context_, zmq::socket_type::router),
       worker_slots_(ctx.settings().zmq.shm_dir)
 {

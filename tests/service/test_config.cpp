@@ -104,7 +104,7 @@ TEST_F(ConfigTest, ShippedFileHasExactlyTheKeysAndDefaults)
     std::set<std::string> in_code;
     for (const auto& key : config_keys()) in_code.insert(key.name);
     EXPECT_EQ(in_file, in_code);
-    EXPECT_EQ(in_code.size(), 49u);
+    EXPECT_EQ(in_code.size(), 53u);
 
     Config config;
     ASSERT_TRUE(config.apply_yaml(read_text(EX2D_CONFIG_FILE), EX2D_CONFIG_FILE).is_ok());

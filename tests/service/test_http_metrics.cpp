@@ -218,12 +218,13 @@ TEST(MetricsTest, ExpositionFollowsTheConventions)
     metrics.frames_in_memory().Set(2);
     metrics.device_memory_bytes().Set(3e9);
     metrics.ready().Set(1);
+    metrics.device_failures().Increment();
     const std::string text = metrics.serialize();
     ASSERT_FALSE(text.empty());
     EXPECT_EQ(text.back(), '\n');
 
     const Exposition e = parse_exposition(text);
-    EXPECT_EQ(e.type.size(), 11u);
+    EXPECT_EQ(e.type.size(), 12u);
     const std::regex name_pattern("^ex2d_[a-z0-9_]+$");
     for (const auto& [name, type] : e.type) {
         EXPECT_TRUE(std::regex_match(name, name_pattern)) << name;
@@ -256,6 +257,7 @@ TEST(MetricsTest, ExpositionFollowsTheConventions)
     EXPECT_EQ(e.samples.at("ex2d_queue_depth{role=\"worker\",lane=\"default\"}"), 17);
     EXPECT_EQ(e.samples.at("ex2d_redis_reconnects_total{role=\"worker\"}"), 1);
     EXPECT_EQ(e.samples.at("ex2d_up{role=\"worker\"}"), 1);
+    EXPECT_EQ(e.samples.at("ex2d_device_failures_total{role=\"worker\"}"), 1);
     EXPECT_EQ(e.samples.at("ex2d_build_info{version=\"" EX2D_VERSION "\"}"), 1);
 }
 

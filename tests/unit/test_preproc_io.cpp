@@ -424,14 +424,16 @@ namespace float32_reader {
 struct Float32Read {
     ex2d::LargeArray<float> image, weights;
     ex2d::LargeArray<std::uint32_t> mask;
+    ex2d::LargeArray<unsigned char> file_buffer;
     std::size_t bytes_seen = 0;
 };
 
-ex2d::Result<std::optional<ex2d::PreprocFloat32>> read32(const std::string& path, Float32Read& out)
+ex2d::Result<std::optional<ex2d::PreprocFloat32>> read32(
+    const std::string& path, Float32Read& out, ex2d::InputRead how = ex2d::InputRead::automatic)
 {
     return ex2d::read_preproc_float32(
         path, [&](const void*, std::size_t size) { out.bytes_seen += size; }, out.image,
-        out.weights, out.mask);
+        out.weights, out.mask, how, out.file_buffer);
 }
 
 // The fleet's reader must send exactly what `ex2d extract` extracts: the float64 reader's
@@ -452,24 +454,29 @@ TEST(PreprocFloat32, EqualsTheFloat64ReaderBitForBit)
     ex2d::PreprocImage expected = std::move(reference).value();
     const ex2d::LargeArray<double> expected_weights = expected.weights();
 
-    Float32Read got;
-    auto r = read32(path, got);
-    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    ASSERT_TRUE(r.value().has_value());
-    const ex2d::PreprocFloat32& planes = *r.value();
-    EXPECT_EQ(got.bytes_seen, fs::file_size(path));
-    EXPECT_EQ(planes.ny, img.ny);
-    EXPECT_EQ(planes.nx, img.nx);
-    EXPECT_EQ(planes.n_nonfinite_masked, 3);
-    EXPECT_EQ(planes.header.get_string("CAMERA").value_or(""), "r3");
-    EXPECT_EQ(planes.fibermap.nrows, 12);
-    ASSERT_EQ(got.image.size(), expected.image.size());
-    for (std::size_t i = 0; i < got.image.size(); ++i) {
-        SCOPED_TRACE(i);
-        EXPECT_EQ(double(got.image[i]), expected.image[i]);
-        EXPECT_EQ(double(got.weights[i]), expected_weights[i]);
+    // Mapped, and read with O_DIRECT into a buffer of its own (what `automatic` does with a
+    // file that is not in the page cache): the same bytes, the same planes.
+    for (const ex2d::InputRead how : {ex2d::InputRead::mapped, ex2d::InputRead::direct}) {
+        SCOPED_TRACE(how == ex2d::InputRead::direct ? "direct" : "mapped");
+        Float32Read got;
+        auto r = read32(path, got, how);
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        ASSERT_TRUE(r.value().has_value());
+        const ex2d::PreprocFloat32& planes = *r.value();
+        EXPECT_EQ(got.bytes_seen, fs::file_size(path));
+        EXPECT_EQ(planes.ny, img.ny);
+        EXPECT_EQ(planes.nx, img.nx);
+        EXPECT_EQ(planes.n_nonfinite_masked, 3);
+        EXPECT_EQ(planes.header.get_string("CAMERA").value_or(""), "r3");
+        EXPECT_EQ(planes.fibermap.nrows, 12);
+        ASSERT_EQ(got.image.size(), expected.image.size());
+        for (std::size_t i = 0; i < got.image.size(); ++i) {
+            SCOPED_TRACE(i);
+            EXPECT_EQ(double(got.image[i]), expected.image[i]);
+            EXPECT_EQ(double(got.weights[i]), expected_weights[i]);
+        }
+        EXPECT_EQ(got.weights[11], 0.0f);
     }
-    EXPECT_EQ(got.weights[11], 0.0f);
 }
 
 TEST(PreprocFloat32, ReusesTheBuffersItIsGiven)

@@ -1,14 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The fleet reader's path: one pass over a mapped preproc file for its checksum, then IMAGE
-// and IVAR converted from the mapping straight into float32 buffers that are reused from
-// frame to frame. Reading through cfitsio into fresh double planes cost a reader most of its
-// time in zeroing new pages and in three copies of every pixel.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
+// The fleet reader's path: one pass over the preproc file's bytes (mapped, or read with
+// O_DIRECT: whole_file.hpp) for its checksum, then IMAGE and IVAR converted from them straight
+// into float32 buffers that are reused from frame to frame. Reading through cfitsio into fresh
+// double planes cost a reader most of its time in zeroing new pages and in three copies of
+// every pixel.
 #include <cmath>
 #include <cstring>
 
@@ -16,52 +11,11 @@
 #include "ex2d/preproc.hpp"
 #include "fits_util.hpp"
 #include "preproc_internal.hpp"
+#include "whole_file.hpp"
 
 namespace ex2d {
 
 namespace {
-
-class MappedFile {
-public:
-    MappedFile() = default;
-    MappedFile(const MappedFile&) = delete;
-    MappedFile& operator=(const MappedFile&) = delete;
-    ~MappedFile()
-    {
-        if (data_ != nullptr) ::munmap(data_, size_);
-    }
-
-    Status open(const std::string& path)
-    {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return Status::io(path + ": cannot open: " + std::strerror(errno));
-        struct stat st {};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            ::close(fd);
-            return Status::io(path + ": not a regular file");
-        }
-        if (st.st_size == 0) {
-            ::close(fd);
-            return Status::format(path + ": file is empty");
-        }
-        size_ = std::size_t(st.st_size);
-        // MAP_POPULATE maps the page-cache pages up front: one call instead of a fault for
-        // every 4 KiB that the checksum pass would otherwise take.
-        void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-        const int err = errno;
-        ::close(fd);
-        if (data == MAP_FAILED) return Status::io(path + ": cannot map: " + std::strerror(err));
-        data_ = data;
-        ::madvise(data_, size_, MADV_SEQUENTIAL);
-        return Status::ok();
-    }
-    const unsigned char* bytes() const { return static_cast<const unsigned char*>(data_); }
-    std::size_t size() const { return size_; }
-
-private:
-    void* data_ = nullptr;
-    std::size_t size_ = 0;
-};
 
 double key_or(fitsfile* f, const char* key, double fallback)
 {
@@ -131,15 +85,24 @@ float big_endian_float(const unsigned char* p)
 
 }  // namespace
 
+Result<InputRead> parse_input_read(const std::string& name)
+{
+    if (name == "auto") return InputRead::automatic;
+    if (name == "mmap") return InputRead::mapped;
+    if (name == "direct") return InputRead::direct;
+    return Status::invalid("input read '" + name + "': expected auto, mmap or direct");
+}
+
 Result<std::optional<PreprocFloat32>> read_preproc_float32(
     const std::string& path, const std::function<void(const void*, std::size_t)>& see_file_bytes,
-    LargeArray<float>& image, LargeArray<float>& weights, LargeArray<std::uint32_t>& mask_scratch)
+    LargeArray<float>& image, LargeArray<float>& weights, LargeArray<std::uint32_t>& mask_scratch,
+    InputRead how, LargeArray<unsigned char>& file_buffer)
 {
-    MappedFile mapped;
-    EX2D_RETURN_NOT_OK(mapped.open(path));
+    io::WholeFile mapped;
+    EX2D_RETURN_NOT_OK(mapped.open(path, how, file_buffer));
     see_file_bytes(mapped.bytes(), mapped.size());
 
-    // Read-only with the exact size: cfitsio neither writes into the mapping nor looks past it.
+    // Read-only with the exact size: cfitsio neither writes into the bytes nor looks past them.
     void* buffer = const_cast<unsigned char*>(mapped.bytes());
     std::size_t size = mapped.size();
     fitsfile* raw = nullptr;

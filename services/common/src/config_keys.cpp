@@ -128,6 +128,10 @@ std::vector<ConfigKey> make_keys()
         int_key("reader.prefetch", "1", "frames read ahead of the workers' credit", 0, 1000),
         int_key("reader.credit_hold_ms", "500",
                 "how long a worker's credit waits for a frame before no_work is sent", 0, 3600000),
+        choice_key("reader.input_read", "auto",
+                   "how a preproc file is read: auto (O_DIRECT where it is not in the page cache, "
+                   "else mapped), mmap or direct",
+                   {"auto", "mmap", "direct"}),
         choice_key("reader.trace_shifts_in", "reader",
                    "where each frame's trace shifts are measured: reader (on the planes it reads) "
                    "or worker (on its host side, while its device extracts the frame before)",

@@ -78,6 +78,7 @@ ReaderSettings ReaderSettings::from(const Config& config)
     s.prefetch = int(config.get_int("reader.prefetch"));
     s.credit_hold_ms = int(config.get_int("reader.credit_hold_ms"));
     s.trace_shifts_in = config.get_string("reader.trace_shifts_in");
+    s.input_read = config.get_string("reader.input_read");
     return s;
 }
 

@@ -79,15 +79,25 @@ struct PreprocFloat32 {
     long n_nonfinite_masked = 0;  ///< pixels given weight 0 and value 0 for NaN/Inf
 };
 
-/// Reads `path` once, from a read-only mapping: `see_file_bytes` is shown every byte of the
-/// file (to checksum exactly what was read), then IMAGE and IVAR are converted straight from
-/// the mapping into `image` and `weights`, resized to ny * nx (memory they already hold is
+/// How read_preproc_float32 brings a file into memory: `automatic` maps a file that is mostly
+/// in the page cache and reads one that is not with O_DIRECT (into `file_buffer`, kept from
+/// file to file); `mapped` and `direct` force one way (benchmarks, file systems where O_DIRECT
+/// misbehaves). A file system that refuses O_DIRECT (tmpfs) is mapped.
+enum class InputRead { automatic, mapped, direct };
+
+/// "auto", "mmap" or "direct" (the configuration's names); an error names the choices.
+Result<InputRead> parse_input_read(const std::string& name);
+
+/// Reads `path` once, whole: `see_file_bytes` is shown every byte of the file (to checksum
+/// exactly what was read), then IMAGE and IVAR are converted straight from the file's bytes
+/// into `image` and `weights`, resized to ny * nx (memory they already hold is
 /// reused: no fresh pages per frame), with MASK read into `mask_scratch`. Checks as
 /// read_preproc_metadata. nullopt, having filled nothing, where IMAGE or IVAR is not stored as
 /// plain float32 (BITPIX -32, unscaled, uncompressed): read_preproc handles those.
 Result<std::optional<PreprocFloat32>> read_preproc_float32(
     const std::string& path, const std::function<void(const void*, std::size_t)>& see_file_bytes,
-    LargeArray<float>& image, LargeArray<float>& weights, LargeArray<std::uint32_t>& mask_scratch);
+    LargeArray<float>& image, LargeArray<float>& weights, LargeArray<std::uint32_t>& mask_scratch,
+    InputRead how, LargeArray<unsigned char>& file_buffer);
 
 /// IMAGE and the extraction weights (the rule of PreprocImage::weights) in float32, read
 /// through CFITSIO's conversion: at most 204 MB for an r frame where read_preproc holds 340 MB, for measurements that need no double precision (trace shifts).

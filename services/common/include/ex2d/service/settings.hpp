@@ -103,6 +103,9 @@ struct ReaderSettings {
     /// Where the trace-shift step runs: "reader" (the reader, before it sends the frame) or
     /// "worker" (the FRAME carries the input PSF and the worker runs it).
     std::string trace_shifts_in;
+    /// How a preproc file comes into memory: "auto" (O_DIRECT where it is not in the page
+    /// cache, else mapped), "mmap" or "direct".
+    std::string input_read;
 
     static ReaderSettings from(const Config& config);
 };
