@@ -14,9 +14,9 @@
 #
 # Several slurmd on one host (slurmd -N NAME, which Debian's slurm-wlm 22.05 allows) would
 # share its host name, address and /dev/shm: the job's service names (ROLE-HOST-LOCALID) would
-# collide and frames would pass through shared memory, not between nodes (docs/multihost.md).
-# So each node is an emulated host, as tools/ex2d-multihost makes them: a network namespace ex2d-sn-nI with a veth
-# into the bridge ex2d-sn-br (link-local 169.254.78.0/24: bridge .1, node I .1I), and UTS, IPC
+# collide and the services would share /dev/shm as on one node (docs/multihost.md). So each
+# node is an emulated host, as tools/ex2d-multihost makes them: a network namespace ex2d-sn-nI
+# with a veth into the bridge ex2d-sn-br (link-local 169.254.78.0/24: bridge .1, node I .1I), and UTS, IPC
 # and mount namespaces (host name ex2d-sn-nI, a private /dev/shm, /etc/netns/ex2d-sn-nI/hosts
 # as its /etc/hosts). A slurmd runs in each (NodeName = its host name, NodeAddr = its address,
 # its own spool, log and pid file through %n); munged and slurmctld run in the root namespace,
@@ -26,8 +26,9 @@
 #      (readers and writers on node 1 with Redis and ex2dctl, one CPU worker on each of nodes 2
 #      and 3), tcp transport with CURVE, and checks: the job COMPLETED 0:0, every frame done,
 #      frames equal to `ex2d extract` of the same inputs, each service's log on the node it was
-#      placed on and its host name in its lines, the workers connected to node 1's reader and
-#      writer over tcp with CURVE and the frames travelled over the sockets (not shared memory);
+#      placed on, its host name in its lines and in Redis (ex2dctl status), the workers
+#      connected to node 1's reader and writer over tcp with CURVE and the frames travelled over
+#      the sockets (not shared memory);
 #   3. stops everything and checks that no process, namespace, link, /etc/netns file or
 #      iptables rule named ex2d-sn-* is left.
 # Exit 0 when every check passes, 1 when one fails, 77 (ctest SKIP) when not root or when ip,
@@ -35,7 +36,7 @@
 set -euo pipefail
 
 prog=slurm_multinode_test
-prefix=ex2d-sn-
+prefix="ex2d-sn-"
 bridge=${prefix}br
 iptables_comment=${prefix}bridge
 subnet=169.254.78
@@ -456,6 +457,10 @@ for path in sorted(glob.glob(os.path.join(logs, "*-*-*.log"))):
 print("  via=socket: %(frames)d frames (readers), %(results)d results (workers)" % sent)
 sys.exit(0 if ok and sent == {"frames": 3, "results": 3} else 1)
 PY
+# What the fleet registered in Redis: ex2dctl status's process table in the job log (name, role, host).
+registered=$(awk '$2 ~ /^(reader|writer|worker)$/ {print $1, $3}' "$tmp/night.out" | sort | paste -sd, -)
+check "Redis has each service on its node's host ($registered)" test "$registered" = \
+  "reader-$n1-0 $n1,worker-$n2-0 $n2,worker-$n3-0 $n3,writer-$n1-0 $n1"
 check "every service drained and exited 0 (job log)" \
   eval '! grep -q "step exited with status" "$tmp/night.out" && grep -q "all 3 frame(s) done" "$tmp/night.out"'
 
