@@ -42,6 +42,25 @@ fleet_wait_submitted() {  # workdir timeout
   return $status
 }
 
+# CPU seconds (utime + stime) of every process of PIDS (lines "name pid ..."), as "name pid
+# seconds" lines; fields after the ")" that ends the command name, so a name with spaces
+# cannot shift them.
+fleet_cpu_seconds() {  # pids-file
+  local tck name pid _rest
+  tck=$(getconf CLK_TCK)
+  while read -r name pid _rest; do
+    echo "$name $pid $(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}')"
+  done <"$1"
+}
+
+# WORKDIR/cpu.tsv (name, pid, CPU seconds before, after) from WORKDIR/cpu-before and
+# cpu-after, WORKDIR/wall_s and WORKDIR/submitted_at: what the benchmarks read.
+fleet_cpu_report() {  # workdir t0 t1
+  join <(sort "$1/cpu-before") <(sort "$1/cpu-after") | awk '{print $1 "\t" $2 "\t" $3 "\t" $5}' >"$1/cpu.tsv"
+  python3 -c "print('%.3f' % ($3 - $2))" >"$1/wall_s"
+  echo "$2" >"$1/submitted_at"
+}
+
 # The number of frames WORKDIR/submitted.json queued.
 fleet_queued() {  # workdir
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["queued"])' "$1/submitted.json"
