@@ -60,17 +60,9 @@ for candidate in /usr/bin/python3 python3; do
 done
 [[ -n $py ]] || skip "python3 with astropy and numpy not found (apt-get install python3-astropy python3-numpy)"
 
-t_start=$(date +%s.%N)
-elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-failures=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-check() {  # description command... : passes when the command succeeds
-  local what=$1
-  shift
-  if "$@"; then ok "$what"; else fail "$what"; fi
-}
-phase() { echo "== [$(elapsed) s] $*"; }
+prog=slurm_mps_test
+# shellcheck source=slurm_test_lib.bash
+source "$(dirname "$0")/slurm_test_lib.bash"
 
 # munged needs every folder above its socket searchable by all.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ex2d-slurm-test.XXXXXX")
@@ -123,69 +115,24 @@ teardown() {
   exit "$rc"
 }
 trap teardown EXIT
-# A process that exists and is not a zombie (an orphan's zombie waits for a reaping init).
-running() {
-  local stat
-  stat=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n $stat && ${stat%% *} != Z ]]
-}
-# Processes whose environment holds the mark (started by the jobs of this test).
-marked_pids() {
-  { grep -lzxF "$mark" /proc/[0-9]*/environ 2>/dev/null || true; } | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
-}
 free_port() {
   "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_for() {  # seconds description command...
-  local limit=$1 what=$2 start=$SECONDS
-  shift 2
-  until "$@"; do
-    ((SECONDS - start < limit)) || { echo "slurm_mps_test: $what not within $limit s" >&2; return 1; }
-    sleep 0.1
-  done
 }
 
 # ---- munge and Slurm ----------------------------------------------------------------------
 phase "starting munged, slurmctld and slurmd in $tmp"
-mungekey -c -k "$tmp/munge/munge.key"
-munged --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
-  --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/munge/munged.log" --seed-file="$tmp/munge/munged.seed"
-wait_for 10 "munged's socket" test -S "$tmp/munge/munge.socket"
+start_munged
 
 host=$(hostname -s)
 user=$(id -un)
 export SLURM_CONF=$tmp/slurm/slurm.conf
-cat >"$SLURM_CONF" <<EOF
-ClusterName=ex2dtest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
-SlurmUser=$user
-SlurmdUser=$user
-AuthType=auth/munge
-AuthInfo=socket=$tmp/munge/munge.socket
-CredType=cred/munge
-StateSaveLocation=$tmp/slurm/state
-SlurmdSpoolDir=$tmp/slurm/spool
-SlurmctldPidFile=$tmp/slurm/slurmctld.pid
-SlurmdPidFile=$tmp/slurm/slurmd.pid
-SlurmctldLogFile=$tmp/slurm/log/slurmctld.log
-SlurmdLogFile=$tmp/slurm/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SwitchType=switch/none
-ReturnToService=2
-KillWait=10
-MinJobAge=600
+{
+  slurm_conf_head ex2dtest "$host" 127.0.0.1 "$user" ""
+  cat <<EOF
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
+} >"$SLURM_CONF"
 slurmctld -i
 slurmd
 node_idle() { [[ $(sinfo -h -N -o %T 2>/dev/null) == idle ]]; }
@@ -334,22 +281,7 @@ check "ex2d-container refuses an unknown runtime with a message ($rc_bad)" \
   eval '[[ $rc_bad == 2 ]] && grep -q "runtime .docker.: expected podman, podman-hpc or shifter" "$tmp/container-bad.err"'
 
 # ---- 3. a night through ex2d-night.sbatch -------------------------------------------------
-phase "simulating a night: 3 exposures of camera r0, 25 fibres, 6000-6100 A"
-night=20261122
-mkdir -p "$tmp/data/calib" "$tmp/data/out"
-"$ex2d" make-psf --camera r0 -o "$tmp/data/calib/psf-full.fits" 2>>"$tmp/data/make.log"
-"$ex2d" make-psf --from "$tmp/data/calib/psf-full.fits" --fibers 25 --wave-range 6000,6100 \
-  -o "$tmp/data/calib/psf-r0.fits" 2>>"$tmp/data/make.log"
-expids=(00000101 00000102 00000103)
-seed=0
-for e in "${expids[@]}"; do
-  seed=$((seed + 1))
-  mkdir -p "$tmp/data/preproc/$night/$e"
-  "$ex2d" simulate -p "$tmp/data/calib/psf-r0.fits" -o "$tmp/data/preproc/$night/$e/preproc-r0-$e.fits" \
-    --truth "$tmp/data/truth-r0-$e.fits" --camera r0 --expid "$((10#$e))" --night "$night" \
-    -n 25 -w 6000,6100,0.8 --seed "$seed" 2>>"$tmp/data/make.log"
-done
-ok "simulated ${#expids[@]} preproc frames [$(elapsed) s]"
+simulate_night
 
 phase "sbatch deploy/slurm/ex2d-night.sbatch (CPU workers, 2 stub GPUs x 1 worker, MPS, tcp); one worker drained"
 # As an operator would: once worker-HOST-1 has registered, `ex2dctl drain` it; the other worker
@@ -378,15 +310,7 @@ job=$("${job_env[@]}" EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=1 EX2D_SLURM_WORKERS
   sbatch --parsable -N1 -o "$tmp/night.out" "$src/deploy/slurm/ex2d-night.sbatch" \
   --night-dir "$tmp/data/preproc/$night" --psf "$tmp/data/calib/psf-{camera}.fits" \
   --output-root "$tmp/data/out" -- -w 6000,6100,0.8 -n 25 --psferr 0.01 --compression none)
-job_state() { scontrol show job -o "$job" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-job_over() { [[ $(job_state JobState) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]]; }
-if ! wait_for 400 "job $job's end" job_over; then
-  scancel "$job" || true
-fi
-job_s=$(awk -v a="$t_job" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-echo "--- job output ($tmp/night.out) ---"
-cat "$tmp/night.out" || true
-echo "---"
+wait_job_and_show "$t_job" "$tmp/night.out"
 kill "$drainer" 2>/dev/null || true  # when it is still looking, the job ended without it
 wait "$drainer" && drained=1 || drained=0
 check "ex2dctl drain worker-$host-1 was accepted while the night ran" \
@@ -394,52 +318,9 @@ check "ex2dctl drain worker-$host-1 was accepted while the night ran" \
 check "job $job COMPLETED with exit code 0:0 ($(job_state JobState) $(job_state ExitCode), $job_s s)" \
   test "$(job_state JobState) $(job_state ExitCode)" = "COMPLETED 0:0"
 
-# Every frame done, from ex2dctl status --night --json as the job saved it.
-check "ex2dctl status --json: 3 exposures done, 3 frames done, none failed, dead or open" \
-  "$py" - "$tmp/work/status.json" "${expids[@]}" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-rows = {r["expid"]: r for r in s["exposures"]}
-want = sys.argv[2:]
-ok = sorted(rows) == sorted(want) and all(
-    r["state"] == "done" and r["nframes"] == 1 and r["done"] == 1 and r["failed"] == 0 and r["dead"] == 0
-    for r in rows.values())
-t = s["totals"]
-ok = ok and t["done"] == 3 and sum(t[k] for k in ("failed", "dead", "cancelled", "queued", "reading", "extracting", "writing")) == 0
-if not ok:
-    print(json.dumps(s, indent=1)[:3000])
-sys.exit(0 if ok else 1)
-PY
+check_night_done
 
-# The frames against ex2d extract on the same inputs and options.
-phase "comparing the frames with ex2d extract"
-compare_args=()
-for e in "${expids[@]}"; do
-  frame=$tmp/data/out/exposures/$night/$e/frame-r0-$e.fits
-  check "frame $e written" test -s "$frame"
-  check "ex2d extract of exposure $e (the reference) succeeds" \
-    "$ex2d" extract -i "$tmp/data/preproc/$night/$e/preproc-r0-$e.fits" -p "$tmp/data/calib/psf-r0.fits" \
-    -o "$tmp/data/ref-r0-$e.fits" -w 6000,6100,0.8 -n 25 --psferr 0.01 2>>"$tmp/data/extract.log"
-  compare_args+=("$frame" "$tmp/data/ref-r0-$e.fits")
-done
-check "FLUX and IVAR of the fleet's frames equal ex2d extract's" "$py" - "${compare_args[@]}" <<'PY'
-import sys
-import numpy as np
-from astropy.io import fits
-ok = True
-args = sys.argv[1:]
-for fleet, ref in zip(args[::2], args[1::2]):
-    with fits.open(fleet) as a, fits.open(ref) as b:
-        for hdu in ("FLUX", "IVAR"):
-            x, y = np.asarray(a[hdu].data, float), np.asarray(b[hdu].data, float)
-            same_shape = x.shape == y.shape
-            diff = float(np.max(np.abs(x - y))) if same_shape else float("inf")
-            scale = float(np.max(np.abs(y))) or 1.0
-            good = same_shape and np.all(np.isfinite(x)) and diff <= 1e-9 * scale and x.size > 0
-            print("  %s %s shape %s max|fleet - extract| = %.3g (max|extract| %.3g)" % (fleet.rsplit("/", 1)[1], hdu, x.shape, diff, scale))
-            ok = ok and good
-sys.exit(0 if ok else 1)
-PY
+compare_night_with_extract
 
 # MPS: started once before any worker, each worker pinned, stopped once after the workers.
 phase "MPS and pinning from the stub calls"
@@ -545,13 +426,8 @@ job=$("${job_env[@]}" "PATH=$tmp/stub-port-taken:$tmp/stub:$PATH" \
   sbatch --parsable -N1 -o "$tmp/night-bad.out" "$src/deploy/slurm/ex2d-night.sbatch" \
   --night-dir "$tmp/data/preproc/$bad_night" --psf "$tmp/data/calib/psf-{camera}.fits" \
   --output-root "$tmp/data/out" -- -w 6000,6100,0.8 -n 25 --psferr 0.01 --compression none)
-if ! wait_for 400 "job $job's end" job_over; then
-  scancel "$job" || true
-fi
-bad_s=$(awk -v a="$t_job" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-echo "--- job output ($tmp/night-bad.out) ---"
-cat "$tmp/night-bad.out" || true
-echo "---"
+wait_job_and_show "$t_job" "$tmp/night-bad.out"
+bad_s=$job_s
 check "job $job with a failed frame ends FAILED with exit code 1:0 ($(job_state JobState) $(job_state ExitCode), $bad_s s)" \
   test "$(job_state JobState) $(job_state ExitCode)" = "FAILED 1:0"
 check "a Redis port taken at bind time was retried on another port" \
