@@ -106,13 +106,7 @@ teardown() {
   else
     echo "ok   teardown: munged, slurmctld, slurmd and every process of the jobs are gone"
   fi
-  if ((rc != 0 || keep)); then
-    echo "kept $tmp (slurm logs in slurm/log, stub calls in stub/calls.log, fleet logs in work/logs)"
-  else
-    rm -rf "$tmp"
-  fi
-  echo "slurm_mps_test: $(elapsed) s in all"
-  exit "$rc"
+  end_teardown "$rc" "slurm logs in slurm/log, stub calls in stub/calls.log, fleet logs in work/logs"
 }
 trap teardown EXIT
 free_port() {

@@ -183,13 +183,7 @@ teardown() {
     echo "ok   teardown: munged, slurmctld, the slurmds, every process of the jobs, the namespaces," \
       "links, /etc/netns files and iptables rule named $prefix* are gone"
   fi
-  if ((rc != 0 || keep)); then
-    echo "kept $tmp (slurm logs in slurm/log, fleet logs in work/logs)"
-  else
-    rm -rf "$tmp"
-  fi
-  echo "$prog: $(elapsed) s in all"
-  exit "$rc"
+  end_teardown "$rc" "slurm logs in slurm/log, fleet logs in work/logs"
 }
 trap teardown EXIT
 trap 'echo "$prog: interrupted" >&2; exit 1' INT TERM

@@ -3,7 +3,7 @@
 # (ex2dctl status --json, every frame against `ex2d extract`). Source it after setting `prog`
 # (for messages); the night's functions use `tmp`, `ex2d`, `py`, `job` and `mark` as the
 # scripts set them.
-# shellcheck shell=bash disable=SC2154  # prog, tmp, ex2d, py, job and mark are the script's
+# shellcheck shell=bash disable=SC2154  # prog, tmp, ex2d, py, job, mark and keep are the script's
 # free_port is the script's too (loopback or the bridge).
 
 t_start=$(date +%s.%N)
@@ -34,6 +34,18 @@ running() {
 # Processes whose environment holds the mark (started by the jobs of this test).
 marked_pids() {
   { grep -lzxF "$mark" /proc/[0-9]*/environ 2>/dev/null || true; } | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
+}
+
+# The end of a teardown: $tmp is kept when the run failed or --keep asked (HOLDS says what it
+# holds), else removed; the time taken; exit RC.
+end_teardown() {  # rc holds
+  if (($1 != 0 || keep)); then
+    echo "kept $tmp ($2)"
+  else
+    rm -rf "$tmp"
+  fi
+  echo "$prog: $(elapsed) s in all"
+  exit "$1"
 }
 
 # munged with a key, socket, pid, log and seed of its own under $tmp/munge.
