@@ -28,16 +28,12 @@ TEST(FleetStorage, FullFileSystemLosesNothingAndUsesNoDelivery)
     const auto preprocs = fleet.make_exposure(expid, kCameras);
     TmpfsMount out(fleet.dir() + "/out", "size=64k");
     ASSERT_EQ(out.error(), "");
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    fleet.start("writer", "writer-1", kFastRetry);
+    start_roles(fleet);
     ASSERT_EQ(fleet.submit(expid), 0);
 
     expect_fault_reported(observe_fault(fleet, expid, 15), std::strerror(ENOSPC));
     ASSERT_EQ(out.remount("size=64m"), "");
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("ENOSPC: storage back -> all 3 frames done in %.2f s\n", recovery_s);
-    EXPECT_GE(recovery_s, 0);
+    timed_recovery(fleet, expid, "ENOSPC: storage back");
     expect_recovered(fleet, expid, preprocs, "storage ENOSPC");
 }
 
@@ -51,9 +47,7 @@ TEST(FleetStorage, ReadOnlyFileSystemLosesNothing)
     const auto preprocs = fleet.make_exposure(83, kCameras);
     TmpfsMount out(fleet.dir() + "/out", "size=64m");
     ASSERT_EQ(out.error(), "");
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    fleet.start("writer", "writer-1", kFastRetry);
+    start_roles(fleet);
     ASSERT_EQ(fleet.submit(82), 0);
     ASSERT_TRUE(fleet.wait_exposure(82, 60));
 
@@ -61,9 +55,7 @@ TEST(FleetStorage, ReadOnlyFileSystemLosesNothing)
     ASSERT_EQ(fleet.submit(83), 0);
     expect_fault_reported(observe_fault(fleet, 83, 6), std::strerror(EROFS));
     ASSERT_EQ(out.remount(""), "");
-    const double recovery_s = seconds_until_done(fleet, 83, 60);
-    std::printf("EROFS: storage back -> all 3 frames done in %.2f s\n", recovery_s);
-    EXPECT_GE(recovery_s, 0);
+    timed_recovery(fleet, 83, "EROFS: storage back");
     expect_recovered(fleet, 83, preprocs, "storage EROFS", {82});
 }
 
@@ -80,21 +72,17 @@ TEST(FleetStorage, ExposureFolderReplacedByAFileLosesNothing)
     const fs::path folder = fs::path(fleet.output_path(expid, "b0")).parent_path();
     fs::create_directories(folder.parent_path());
     std::ofstream(folder) << "not a folder\n";
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    fleet.start("writer", "writer-1", kFastRetry);
+    start_roles(fleet);
     ASSERT_EQ(fleet.submit(expid), 0);
 
     const DuringFault seen = observe_fault(fleet, expid, 6);
     fs::remove(folder);
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("ENOTDIR: folder back -> all 3 frames done in %.2f s\n", recovery_s);
+    timed_recovery(fleet, expid, "ENOTDIR: folder back");
     // create_directories() reports the file in the way as "File exists" or "Not a directory".
     const bool named = seen.storage_error.find(std::strerror(ENOTDIR)) != std::string::npos ||
                        seen.storage_error.find(std::strerror(EEXIST)) != std::string::npos;
     EXPECT_TRUE(named) << seen.storage_error;
     expect_fault_reported(seen, "cannot create the output folder");
-    EXPECT_GE(recovery_s, 0);
     expect_recovered(fleet, expid, preprocs, "storage ENOTDIR");
 }
 
@@ -110,17 +98,12 @@ TEST(FleetStorage, OutageLongerThanTheResultTimeoutKillsNoFrame)
     const auto preprocs = fleet.make_exposure(expid, kCameras);
     TmpfsMount out(fleet.dir() + "/out", "size=64k");
     ASSERT_EQ(out.error(), "");
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1", {{"worker.result_timeout_s", "1"}});
-    fleet.start("writer", "writer-1", kFastRetry);
+    start_roles(fleet, {{"worker.result_timeout_s", "1"}});
     ASSERT_EQ(fleet.submit(expid), 0);
 
     expect_fault_reported(observe_fault(fleet, expid, 15), std::strerror(ENOSPC));
     ASSERT_EQ(out.remount("size=64m"), "");
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("ENOSPC, results handed back: storage back -> all 3 frames done in %.2f s\n",
-                recovery_s);
-    EXPECT_GE(recovery_s, 0);
+    timed_recovery(fleet, expid, "ENOSPC, results handed back: storage back");
     ASSERT_TRUE(fleet.wait_exposure(expid, 60));
     const Outcome o = fleet.check({expid}, kCameras);
     expect_clean(o, "storage ENOSPC, results handed back");
@@ -152,17 +135,13 @@ TEST(FleetStorage, UnwritableExposureFolderLosesNothing)
     const auto preprocs = fleet.make_exposure(expid, kCameras);
     ReadOnlyFolder folder(fs::path(fleet.output_path(expid, "b0")).parent_path().string());
     ASSERT_EQ(folder.error(), "");
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    fleet.start("writer", "writer-1", kFastRetry);
+    start_roles(fleet);
     ASSERT_EQ(fleet.submit(expid), 0);
 
     const DuringFault seen = observe_fault(fleet, expid, 6);
     folder.release();
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("unwritable folder: writable again -> all 3 frames done in %.2f s\n", recovery_s);
+    timed_recovery(fleet, expid, "unwritable folder: writable again");
     expect_fault_reported(seen, "cannot create the file: " + std::string(std::strerror(EROFS)));
-    EXPECT_GE(recovery_s, 0);
     expect_recovered(fleet, expid, preprocs, "storage: unwritable exposure folder");
 }
 

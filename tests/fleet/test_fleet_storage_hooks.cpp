@@ -23,18 +23,13 @@ void fsync_fails_then_recovers(const std::string& what, int expid)
     const auto preprocs = fleet.make_exposure(expid, kCameras);
     const std::string flag = fleet.dir() + "/storage-full";
     std::ofstream(flag) << "full\n";
-    fleet.start("reader", "reader-1");
-    fleet.start("worker", "worker-1");
-    fleet.start("writer", "writer-1", kFastRetry, {{"EX2D_TEST_FAIL_FSYNC_" + what, flag}});
+    start_roles(fleet, {}, {{"EX2D_TEST_FAIL_FSYNC_" + what, flag}});
     ASSERT_EQ(fleet.submit(expid), 0);
 
     const DuringFault seen = observe_fault(fleet, expid, 6);
     fs::remove(flag);
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("ENOSPC in the fsync (%s): storage back -> all 3 frames done in %.2f s\n",
-                what.c_str(), recovery_s);
+    timed_recovery(fleet, expid, "ENOSPC in the fsync (" + what + "): storage back");
     expect_fault_reported(seen, "fsync failed: " + std::string(std::strerror(ENOSPC)));
-    EXPECT_GE(recovery_s, 0);
     expect_recovered(fleet, expid, preprocs, ("storage ENOSPC in fsync " + what).c_str());
 }
 
@@ -77,9 +72,7 @@ TEST(FleetStorage, ExposureFolderRemovedMidWriteLosesNothing)
     std::error_code ec;
     EXPECT_EQ(std::distance(fs::directory_iterator(folder, ec), fs::directory_iterator()), 1);
     fs::remove_all(folder);
-    const double recovery_s = seconds_until_done(fleet, expid, 60);
-    std::printf("folder removed mid-write -> all 3 frames done in %.2f s\n", recovery_s);
-    EXPECT_GE(recovery_s, 0);
+    timed_recovery(fleet, expid, "folder removed mid-write");
     EXPECT_GE(fleet.count_log_lines("storage failing (enoent)"), 1);
     EXPECT_GE(fleet.count_log_lines(std::string("cannot rename the temporary file: ") +
                                     std::strerror(ENOENT)),

@@ -239,4 +239,24 @@ inline void expect_recovered(Fleet& fleet, int expid, const std::vector<std::str
 inline const std::map<std::string, std::string> kFastRetry = {{"writer.storage_retry_s", "0.2"},
                                                               {"writer.storage_retry_max_s", "1"}};
 
+/// reader-1, worker-1 with `worker_settings` and writer-1 retrying fast (kFastRetry), with
+/// `writer_env`.
+inline void start_roles(Fleet& fleet,
+                        const std::map<std::string, std::string>& worker_settings = {},
+                        const std::map<std::string, std::string>& writer_env = {})
+{
+    fleet.start("reader", "reader-1");
+    fleet.start("worker", "worker-1", worker_settings);
+    fleet.start("writer", "writer-1", kFastRetry, writer_env);
+}
+
+/// Prints the seconds from now until every frame of `expid` is done after `what` (the event
+/// the recovery counts from), and expects them to come within 60 s.
+inline void timed_recovery(Fleet& fleet, int expid, const std::string& what)
+{
+    const double seconds = seconds_until_done(fleet, expid, 60);
+    std::printf("%s -> all 3 frames done in %.2f s\n", what.c_str(), seconds);
+    EXPECT_GE(seconds, 0) << what;
+}
+
 }  // namespace ex2d::fleet_test::storage_faults
