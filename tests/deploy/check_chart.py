@@ -18,11 +18,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+import test_ports
 
 try:
     import yaml
@@ -373,11 +374,7 @@ def print_config_check(binary, cfg_text, case):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return test_ports.unused_port()
 
 
 def redis_cli(port, *args, user=None, password=None):

@@ -23,13 +23,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+import test_ports
 
 failures = []
 NIGHT = "20261122"
@@ -44,11 +45,7 @@ def check(ok, what):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return test_ports.unused_port()
 
 
 def eventually(timeout, fn, step=0.25):
