@@ -109,9 +109,6 @@ teardown() {
   end_teardown "$rc" "slurm logs in slurm/log, stub calls in stub/calls.log, fleet logs in work/logs"
 }
 trap teardown EXIT
-free_port() {
-  "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # ---- munge and Slurm ----------------------------------------------------------------------
 phase "starting munged, slurmctld and slurmd in $tmp"

@@ -228,9 +228,6 @@ done
 phase "starting munged and slurmctld (root namespace, $subnet.1) and a slurmd on each node"
 start_munged
 
-free_port() {
-  "$py" -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
-}
 host=$(hostname -s)
 node_list=${prefix}n[1-${#nodes[@]}]
 export SLURM_CONF=$tmp/slurm/slurm.conf

@@ -4,7 +4,6 @@
 # (for messages); the night's functions use `tmp`, `ex2d`, `py`, `job` and `mark` as the
 # scripts set them.
 # shellcheck shell=bash disable=SC2154  # prog, tmp, ex2d, py, job, mark and keep are the script's
-# free_port is the script's too (loopback or the bridge).
 
 t_start=$(date +%s.%N)
 failures=0
@@ -47,6 +46,11 @@ end_teardown() {  # rc holds
   echo "$prog: $(elapsed) s in all"
   exit "$1"
 }
+
+# A port for a daemon started later: from below the ephemeral range, which outgoing
+# connections draw from (test_ports.py). Free on every address, so that it serves loopback and
+# the emulated nodes' bridge alike.
+free_port() { "$py" "$(dirname "${BASH_SOURCE[0]}")/test_ports.py" 0.0.0.0; }
 
 # munged with a key, socket, pid, log and seed of its own under $tmp/munge.
 start_munged() {

@@ -19,14 +19,19 @@ def ephemeral_low():
         return 32768
 
 
-def unused_port():
+def unused_port(host="127.0.0.1"):
     low = min(ephemeral_low(), 32768)
     for _ in range(200):
         port = random.randrange(10000, low)
         with socket.socket() as s:
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind((host, port))
             except OSError:
                 continue
             return port
     raise RuntimeError("no free port below the ephemeral range after 200 tries")
+
+
+if __name__ == "__main__":
+    import sys
+    print(unused_port(*sys.argv[1:2]))
