@@ -377,13 +377,16 @@ int wait_exposure(Connection& c, const std::string& exposure, const std::string&
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         auto reply = c.redis->command({"HGETALL", key});
-        if (!reply.is_ok()) {
+        // A restarted Redis answers LOADING until it has read its AOF back.
+        const bool loading =
+            reply.is_ok() && reply.value().is_error() && reply.value().str.rfind("LOADING", 0) == 0;
+        if (!reply.is_ok() || loading) {
             // Redis restarting or cut off for a while is no reason to give up on the
             // exposure: the fleet carries on once it is back, and so does the wait.
-            if (timeout_s > 0 && waited > timeout_s)
-                throw CtlExit{kExitRedis, reply.status().message()};
-            if (!reported_outage)
-                std::cerr << "ex2dctl: " << reply.status().message() << "; still waiting\n";
+            const std::string why =
+                loading ? "redis: " + reply.value().str : reply.status().message();
+            if (timeout_s > 0 && waited > timeout_s) throw CtlExit{kExitRedis, why};
+            if (!reported_outage) std::cerr << "ex2dctl: " << why << "; still waiting\n";
             reported_outage = true;
             std::this_thread::sleep_for(std::chrono::seconds(1));
             continue;
