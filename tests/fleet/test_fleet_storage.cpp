@@ -102,6 +102,15 @@ TEST(FleetStorage, OutageLongerThanTheResultTimeoutKillsNoFrame)
     ASSERT_EQ(fleet.submit(expid), 0);
 
     expect_fault_reported(observe_fault(fleet, expid, 15), std::strerror(ENOSPC));
+    // The outage lasts until a frame has been extracted more often than queue.max_deliveries
+    // (5): 15 s is enough at full speed, not under ThreadSanitizer (5 tries there once).
+    EXPECT_TRUE(eventually(60, [&] {
+        for (const auto& cam : kCameras) {
+            const std::string tries = fleet.frame_field(expid, cam, "tries");
+            if (!tries.empty() && std::stoll(tries) > 5) return true;
+        }
+        return false;
+    })) << "no frame was extracted more than 5 times during the outage";
     ASSERT_EQ(out.remount("size=64m"), "");
     timed_recovery(fleet, expid, "ENOSPC, results handed back: storage back");
     ASSERT_TRUE(fleet.wait_exposure(expid, 60));
