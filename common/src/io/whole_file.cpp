@@ -88,18 +88,18 @@ Status WholeFile::open(const std::string& path, InputRead how,
         how == InputRead::direct ||
         (how == InputRead::automatic && size_ >= kDirectFrom && !mostly_cached(file.get(), size_));
     if (!direct) return map(file.get(), path);
-    // A file system without O_DIRECT (tmpfs) refuses the open: the mapping serves instead.
-    Fd raw(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
-    if (raw.get() < 0) return map(file.get(), path);
+    // A file system without O_DIRECT (tmpfs) refuses the flag: the mapping serves instead.
+    const int flags = ::fcntl(file.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(file.get(), F_SETFL, flags | O_DIRECT) != 0) {
+        return map(file.get(), path);
+    }
     const std::size_t whole_pages = (size_ + kPage - 1) / kPage * kPage;
     // Grown only: a resize within the capacity would zero the added bytes for every file.
-    if (direct_buffer.size() < std::max(whole_pages, kHugePage)) {
-        direct_buffer.resize(std::max(whole_pages, kHugePage));
-    }
+    direct_buffer.resize(std::max({direct_buffer.size(), whole_pages, kHugePage}));
     std::size_t done = 0;
     while (done < size_) {
         const std::size_t want = std::min(kChunk, whole_pages - done);
-        const ssize_t got = ::pread(raw.get(), direct_buffer.data() + done, want, off_t(done));
+        const ssize_t got = ::pread(file.get(), direct_buffer.data() + done, want, off_t(done));
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) return Status::io(path + ": read failed: " + std::strerror(errno));
         if (got == 0) break;
