@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The report of bench/fleet-gpu-speed (standard library only).
 
-  fleet_gpu_speed.py run --run DIR --exposure DIR --delay S --workers M --readers N
+  fleet_gpu_speed.py run --run DIR --night DIR --delay S --workers M --readers N
                          --writers K --compression C --frames F
                          [--trace-shifts auto|none --trace-shifts-in reader|worker]
                          >> results.jsonl
@@ -194,7 +194,7 @@ def run(a):
         if path in absent:
             continue
         camera = re.search(r"frame-([brz]\d)-(\d{8})\.fits", os.path.basename(path))
-        preproc = os.path.join(a.exposure, "preproc-%s-%s.fits" % (camera.group(1), camera.group(2)))
+        preproc = os.path.join(a.night, camera.group(2), "preproc-%s-%s.fits" % (camera.group(1), camera.group(2)))
         out_header, out_fibers = identity(path)
         in_header, in_fibers = identity(preproc)
         for key in ("CAMERA", "EXPID"):
@@ -292,7 +292,7 @@ def main():
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run")
     r.add_argument("--run", required=True)
-    r.add_argument("--exposure", required=True)
+    r.add_argument("--night", required=True)
     r.add_argument("--delay", type=float, required=True)
     r.add_argument("--workers", type=int, required=True)
     r.add_argument("--readers", type=int, required=True)
