@@ -15,8 +15,6 @@ usage: multihost_faults.py --build BUILD --source SOURCE --work DIR [--scenario 
 
 Needs root; exits 77 (ctest's skip code) with a message when a requirement is missing."""
 import argparse
-import glob
-import json
 import os
 import re
 import shutil
@@ -81,17 +79,6 @@ def make_exposure(ex2d, data):
                  "--threads", "1", "--psferr", "0.01"])
 
 
-def log_lines(workdir, pattern):
-    for path in sorted(glob.glob(os.path.join(workdir, "logs", pattern))):
-        name = os.path.basename(path)[:-4]
-        with open(path) as f:
-            for line in f:
-                try:
-                    yield name, json.loads(line)
-                except ValueError:
-                    pass
-
-
 def epoch(ts):
     """A log line's ts (2026-11-28T15:26:38.143Z) in seconds since the epoch."""
     secs = time.mktime(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
@@ -102,7 +89,7 @@ def outcome(workdir, out, data, compare):
     """Counts as the fleet tests' Outcome: lost, written twice, partial; and the frames that
     differ from ex2d extract's."""
     written = {}
-    for _, rec in log_lines(workdir, "writer-*.log"):
+    for _, rec in scenarios.log_records(workdir, "writer-*.log"):
         m = re.match(r"frame written output=(\S+)", rec.get("msg", ""))
         if m:
             written.setdefault(m.group(1), []).append(epoch(rec["ts"]))

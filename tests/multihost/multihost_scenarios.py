@@ -94,17 +94,21 @@ def read_marks(folder):
         return {}
 
 
-def records(name):
-    try:
-        with open(os.path.join(workdir(), "logs", name + ".log")) as f:
+def log_records(folder, pattern):
+    """(process name, record) of each JSON line in FOLDER/logs/PATTERN; a line still being
+    written is skipped."""
+    for path in sorted(glob.glob(os.path.join(folder, "logs", pattern))):
+        with open(path) as f:
             lines = f.readlines()
-    except FileNotFoundError:
-        return
-    for line in lines:
-        try:
-            yield json.loads(line)
-        except ValueError:
-            pass
+        for line in lines:
+            try:
+                yield os.path.basename(path)[:-4], json.loads(line)
+            except ValueError:
+                pass
+
+
+def records(name):
+    return (r for _, r in log_records(workdir(), name + ".log"))
 
 
 def wait_for(what, predicate, timeout=60):
@@ -208,16 +212,10 @@ def writer_isolated_with_temporary():
 def writes_of(folder, camera):
     """(writer, attempt, worker) of each 'frame written' of CAMERA."""
     found = []
-    for path in sorted(glob.glob(os.path.join(folder, "logs", "writer-*.log"))):
-        with open(path) as f:
-            for line in f:
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if r.get("camera") == camera and r.get("msg", "").startswith("frame written"):
-                    worker = re.search(r"worker=(\S+)", r["msg"]).group(1)
-                    found.append((r["name"], r.get("attempt"), worker))
+    for _, r in log_records(folder, "writer-*.log"):
+        if r.get("camera") == camera and r.get("msg", "").startswith("frame written"):
+            worker = re.search(r"worker=(\S+)", r["msg"]).group(1)
+            found.append((r["name"], r.get("attempt"), worker))
     return found
 
 
