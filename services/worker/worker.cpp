@@ -346,12 +346,13 @@ void Worker::start_trace_shifts()
     for (WaitingFrame& waiting : waiting_) {
         if (!waiting.step_pending) continue;
         waiting.step_pending = false;
-        trace_shift_ = trace_shift_thread_.post([this, in = std::move(*waiting.inputs)]() mutable {
-            TraceShiftDone done = shift_traces(std::move(in));
-            const std::uint64_t one = 1;
-            (void)!::write(trace_shift_done_fd_, &one, sizeof one);
-            return done;
-        });
+        trace_shift_ =
+            std::async(std::launch::async, [this, in = std::move(*waiting.inputs)]() mutable {
+                TraceShiftDone done = shift_traces(std::move(in));
+                const std::uint64_t one = 1;
+                (void)!::write(trace_shift_done_fd_, &one, sizeof one);
+                return done;
+            });
         waiting.inputs.reset();
         return;
     }
@@ -506,21 +507,21 @@ void Worker::start_extraction()
     }
     keeper_->set_field("current", in.job.job);
     extracting_job_ = in.job;
-    extraction_ = extraction_thread_.post(
-        [this, in = std::move(in), psf = std::move(waiting.shifted_psf)]() mutable {
-            auto result = [&]() -> Result<service::FrameOutputs> {
-                try {
-                    return extract(in, std::move(psf));
-                } catch (const DeviceFailure& e) {
-                    return Status(StatusCode::device_failed, e.what());
-                }
-            }();
-            return_spare_plane(std::move(in.image));
-            return_spare_plane(std::move(in.weights));
-            const std::uint64_t one = 1;
-            (void)!::write(extraction_done_fd_, &one, sizeof one);
-            return result;
-        });
+    extraction_ = std::async(std::launch::async, [this, in = std::move(in),
+                                                  psf = std::move(waiting.shifted_psf)]() mutable {
+        auto result = [&]() -> Result<service::FrameOutputs> {
+            try {
+                return extract(in, std::move(psf));
+            } catch (const DeviceFailure& e) {
+                return Status(StatusCode::device_failed, e.what());
+            }
+        }();
+        return_spare_plane(std::move(in.image));
+        return_spare_plane(std::move(in.weights));
+        const std::uint64_t one = 1;
+        (void)!::write(extraction_done_fd_, &one, sizeof one);
+        return result;
+    });
 }
 
 void Worker::collect_extraction()

@@ -25,7 +25,6 @@
 #include "ex2d/service/lru_cache.hpp"
 #include "ex2d/service/settings.hpp"
 #include "ex2d/service/shm_slots.hpp"
-#include "ex2d/service/task_thread.hpp"
 #include "device_failures.hpp"
 #include "peer_connections.hpp"
 #include "result_delivery.hpp"
@@ -138,9 +137,6 @@ private:
     bool retired_ = false;            ///< the device failed too often: no credit is ever sent
     bool device_has_failed_ = false;  ///< step() ends the process
     int exit_code_ = 0;
-    // Last, so that they stop before the members their tasks use are destroyed.
-    service::TaskThread<Result<service::FrameOutputs>> extraction_thread_;
-    service::TaskThread<TraceShiftDone> trace_shift_thread_;
 };
 
 }  // namespace ex2d::worker
