@@ -274,7 +274,7 @@ void Reader::drain(Clock::time_point)
     ready_.clear();
     claimed_.clear();
     credits_.clear();
-    router_.close();
+    service::close_dropping_unsent(router_);
     keeper_.reset();
 }
 

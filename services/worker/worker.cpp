@@ -673,7 +673,11 @@ void Worker::drain(Clock::time_point deadline)
         keeper_.reset();
         std::_Exit(0);
     }
-    dealer_.close();
+    service::close_dropping_unsent(dealer_);
+    // The last RESULT may still be queued: the linger lets it reach its writer. The libzmq
+    // defect close_dropping_unsent avoids needs a writer to send during that linger (a GRANT
+    // for an offer already served elsewhere) and then reset, which is rare; the cost of
+    // dropping the RESULT instead would be a frame extracted again at every drain.
     writers_.close();
     keeper_.reset();
 }

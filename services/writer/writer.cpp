@@ -288,7 +288,7 @@ void Writer::drain(Clock::time_point deadline)
     // No grant from here; a result granted but not yet received is left to its lease, which
     // re-delivers it. The results in hand are written while the deadline allows, unless the
     // output storage fails: then they are handed back at once.
-    router_.close();
+    service::close_dropping_unsent(router_);
     while (busy() && !waiting_on_storage() && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         ctx_.tick();

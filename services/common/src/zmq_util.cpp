@@ -29,6 +29,20 @@ void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool c
     if (connecting) socket.set(zmq::sockopt::immediate, 1);
 }
 
+void close_dropping_unsent(zmq::socket_t& socket)
+{
+    // A socket closed with a linger keeps its connections open until their queues drain or
+    // the linger ends, and refuses what they receive meanwhile. libzmq 4.3.4 then stops reading
+    // such a connection, and a reset on it followed by a ZMTP heartbeat aborts the process
+    // (the assertion configure_socket avoids while the process runs; zeromq/libzmq#4364).
+    // Peers that were cut off meet exactly this: their queue cannot drain, and they send and
+    // reset when the cut heals. What a draining reader, writer or worker's reader link still
+    // has queued is a leased FRAME, a NO_WORK, a GRANT or a CREDIT: the job's lease brings a
+    // frame back, and the others are answers the peer asks for again.
+    socket.set(zmq::sockopt::linger, 0);
+    socket.close();
+}
+
 std::string bind_socket(zmq::socket_t& socket, std::string address, const std::string& name)
 {
     const auto pos = address.find("{name}");

@@ -20,6 +20,10 @@ namespace ex2d::service {
 /// tcp://).
 void configure_socket(zmq::socket_t& socket, const ZmqSettings& settings, bool connecting);
 
+/// Closes `socket` at once, dropping what it has not yet sent, for a process that drains: the
+/// protocol re-sends or re-delivers all of it (zmq_util.cpp says why linger must not be used).
+void close_dropping_unsent(zmq::socket_t& socket);
+
 /// Binds to `address` ({name} is replaced by the process name) and returns the endpoint
 /// actually bound (with the port the kernel chose for "*").
 std::string bind_socket(zmq::socket_t& socket, std::string address, const std::string& name);
