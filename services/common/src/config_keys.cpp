@@ -86,7 +86,10 @@ std::vector<ConfigKey> make_keys()
                    "* = any free port)"),
         int_key("zmq.hwm", "2", "send high-water mark of the fleet's sockets, in messages", 1,
                 1000000),
-        int_key("zmq.linger_ms", "1000", "how long close waits for unsent messages", 0, 2000),
+        int_key("zmq.linger_ms", "1000",
+                "how long a worker's close waits for its last result to leave (readers and "
+                "writers close at once)",
+                0, 2000),
         int_key("zmq.max_message_bytes", "1073741824",
                 "largest message part accepted (ZMQ_MAXMSGSIZE)", 1, 1e18),
         int_key("zmq.heartbeat_ivl_ms", "1000", "ZMTP heartbeat interval", 1, 3600000),
