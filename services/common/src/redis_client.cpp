@@ -135,15 +135,22 @@ Status RedisClient::connect_once()
         }
         auto* reply = static_cast<redisReply*>(
             redisCommandArgv(context_, int(argv.size()), argv.data(), lens.data()));
-        const bool ok = reply && reply->type != REDIS_REPLY_ERROR;
-        const std::string err = reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "no reply";
-        if (reply) freeReplyObject(reply);
-        if (!ok) {
+        const std::string where = "redis " + options_.host + ":" + std::to_string(options_.port);
+        const std::string user = options_.user.empty() ? "default" : options_.user;
+        if (!reply) {
+            // Connected, then cut off before the answer (a partition, Redis stopped): Redis
+            // is unreachable, which callers retry, not a refused password, which they do not.
+            const std::string why = context_->errstr;
+            drop_connection();
+            return Status::io(where + ": no reply to AUTH as user '" + user + "': " + why);
+        }
+        const bool refused = reply->type == REDIS_REPLY_ERROR;
+        const std::string err = refused ? reply->str : "";
+        freeReplyObject(reply);
+        if (refused) {
             drop_connection();
             // The password never appears in the message.
-            return Status::invalid("redis " + options_.host + ":" + std::to_string(options_.port) +
-                                   ": authentication failed for user '" +
-                                   (options_.user.empty() ? "default" : options_.user) +
+            return Status::invalid(where + ": authentication failed for user '" + user +
                                    "': " + err);
         }
     }
