@@ -9,8 +9,11 @@
 #   --ex2d FILE       the ex2d tool (make-psf, simulate, extract)
 #   --source-dir DIR  the repository (deploy/slurm/ is taken from it)
 #   --keep            keep the temporary folder (it is always kept when a check fails)
+#   --deadline S      stop through the teardown S s after the start (default 240: ctest's
+#                     TIMEOUT is 300, and past it ctest kills with SIGKILL, leaving all behind)
 #   --cleanup         remove what a killed run left (namespaces, links, /etc/netns files, the
-#                     iptables rule, the processes in the namespaces) and exit
+#                     iptables rule, the processes in the namespaces, its munged and slurmctld)
+#                     and exit; a run does so itself when no other run is live
 #
 # Several slurmd on one host (slurmd -N NAME, which Debian's slurm-wlm 22.05 allows) would
 # share its host name, address and /dev/shm: the job's service names (ROLE-HOST-LOCALID) would
@@ -45,13 +48,14 @@ subnet=169.254.78
 nodes=(n1 n2 n3)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-bin="" ex2d="" src="" keep=0 cleanup_only=0
+bin="" ex2d="" src="" keep=0 cleanup_only=0 deadline_s=240
 while (($#)); do
   case $1 in
     --bin) bin=${2:?--bin needs a folder}; shift 2 ;;
     --ex2d) ex2d=${2:?--ex2d needs a file}; shift 2 ;;
     --source-dir) src=${2:?--source-dir needs a folder}; shift 2 ;;
     --keep) keep=1; shift ;;
+    --deadline) deadline_s=${2:?--deadline needs seconds}; shift 2 ;;
     --cleanup) cleanup_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$prog: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -105,6 +109,35 @@ remove_everything() {
     iptables ${rule/#-A /-D } 2>/dev/null || echo "$prog: cannot remove iptables rule: $rule" >&2
   done < <(our_iptables_rules)
 }
+# munged and slurmctld of a run killed with SIGKILL run on in the root namespace: they are
+# found by their run's folder, named in their command line (munged) or SLURM_CONF (slurmctld).
+leftover_daemons() {
+  # "[.]" so that grep's own command line does not match.
+  { grep -la "/ex2d-slurm-mn[.]" /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null || true; } |
+    sed -n 's|^/proc/\([0-9]*\)/.*$|\1|p' | sort -u | grep -vx "$$" || true
+}
+end_leftover_daemons() {
+  local pids p
+  pids=$(leftover_daemons)
+  [[ -n $pids ]] || return 0
+  for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    local alive=0
+    for p in $pids; do running "$p" && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for p in $pids; do running "$p" && kill -KILL "$p" 2>/dev/null; done
+  sleep 0.2
+}
+# The running test that owns the objects named ex2d-sn-*, if any: its PID is in owner_file
+# while it runs, so that a run killed with SIGKILL (a ctest timeout) is told from a live one.
+owner_file=/run/${prefix}test.pid
+live_owner() {
+  local p
+  p=$(cat "$owner_file" 2>/dev/null) || return 1
+  [[ -n $p && $p != "$$" ]] && running "$p" && grep -qaF "$prog" "/proc/$p/cmdline" 2>/dev/null
+}
 what_is_left() {
   our_namespaces | sed 's/^/namespace /'
   our_links | sed 's/^/link /'
@@ -112,8 +145,14 @@ what_is_left() {
   mount | grep -F "$prefix" | sed 's/^/mount /' || true
   our_iptables_rules | sed 's/^/iptables /'
 }
+if live_owner; then
+  echo "$prog: another run (pid $(<"$owner_file")) is using the objects named $prefix*" >&2
+  exit 1
+fi
 if ((cleanup_only)); then
   remove_everything
+  end_leftover_daemons
+  rm -f "$owner_file"
   left=$(what_is_left)
   [[ -z $left ]] && { echo "$prog: nothing named $prefix* is left"; exit 0; }
   echo "$prog: left behind:"$'\n'"$left" >&2
@@ -132,16 +171,21 @@ for candidate in /usr/bin/python3 python3; do
   if command -v "$candidate" >/dev/null && "$candidate" -c 'import astropy, numpy' 2>/dev/null; then py=$candidate; break; fi
 done
 [[ -n $py ]] || skip "python3 with astropy and numpy not found (apt-get install python3-astropy python3-numpy)"
-if [[ -n "$(what_is_left)" ]]; then
-  echo "$prog: objects named $prefix* exist (a killed run?): run '$0 --cleanup' first" >&2
-  what_is_left >&2
-  exit 1
+# No run is live (checked above), so what exists is a killed run's: removed, as --cleanup does.
+left=$(what_is_left; leftover_daemons | sed 's/^/process /')
+if [[ -n $left ]]; then
+  echo "$prog: removing what a killed run left:"$'\n'"$left" | sed '2,$s/^/  /'
+  remove_everything
+  end_leftover_daemons
+  left=$(what_is_left; leftover_daemons | sed 's/^/process /')
+  [[ -z $left ]] || { echo "$prog: cannot remove what a killed run left:"$'\n'"$left" >&2; exit 1; }
 fi
 if ip -o -4 addr show | grep -q " $subnet\."; then
   echo "$prog: $subnet.0/24 is already in use on this machine (ip -4 addr)" >&2
   exit 1
 fi
 
+echo "$$" >"$owner_file"
 
 # munged needs every folder above its socket searchable by all.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ex2d-slurm-mn.XXXXXX")
@@ -154,6 +198,7 @@ mark="EX2D_SLURM_TEST_MARK=$tmp"
 teardown() {
   local rc=$?
   set +e
+  stop_deadline
   phase "teardown"
   if [[ -n ${SLURM_CONF:-} && -f $SLURM_CONF ]]; then
     for id in $(squeue -h -o %i 2>/dev/null); do scancel "$id" 2>/dev/null; done
@@ -183,10 +228,12 @@ teardown() {
     echo "ok   teardown: munged, slurmctld, the slurmds, every process of the jobs, the namespaces," \
       "links, /etc/netns files and iptables rule named $prefix* are gone"
   fi
+  rm -f "$owner_file"
   end_teardown "$rc" "slurm logs in slurm/log, fleet logs in work/logs"
 }
 trap teardown EXIT
 trap 'echo "$prog: interrupted" >&2; exit 1' INT TERM
+start_deadline "$deadline_s"
 
 # ---- the network: a bridge, a namespace and veth pair per node ----------------------------
 phase "three emulated nodes on $bridge ($subnet.0/24)"
@@ -242,13 +289,42 @@ slurmctld -i
 # private /dev/shm; in the foreground (-D). nsenter, not `ip netns exec`: that mounts a fresh
 # /sys without /sys/fs/cgroup, and slurmd 22.05 loads its cgroup plugin whatever ProctrackType
 # and TaskPlugin say ("No filesystem mounted on /sys/fs/cgroup ... slurmd initialization failed").
+# Each starts in a folder of its own with core dumps on, so that a slurmd that crashes leaves
+# its core there for the backtrace below (nsenter, unshare, sh and setsid exec: $! is slurmd).
+declare -A slurmd_pid=()
 for n in "${nodes[@]}"; do
+  mkdir -p "$tmp/slurm/cwd-$n"
   # shellcheck disable=SC2016  # the inner shell expands them
-  nsenter --net="/run/netns/$prefix$n" unshare --ipc --mount --uts --propagation private -- \
+  (cd "$tmp/slurm/cwd-$n" && ulimit -c unlimited &&
+    exec nsenter --net="/run/netns/$prefix$n" unshare --ipc --mount --uts --propagation private -- \
     /bin/sh -c 'hostname "$1" && mount --bind "/etc/netns/$1/hosts" /etc/hosts &&
                 mount -t tmpfs -o size=256m,mode=1777 "$1-shm" /dev/shm && shift && exec setsid "$@"' \
-    sh "$prefix$n" slurmd -D >"$tmp/slurm/log/slurmd-$n.stderr" 2>&1 &
+    sh "$prefix$n" slurmd -D) >"$tmp/slurm/log/slurmd-$n.stderr" 2>&1 &
+  slurmd_pid[$n]=$!
 done
+slurmds_alive() {
+  local n
+  for n in "${nodes[@]}"; do running "${slurmd_pid[$n]}" || return 1; done
+}
+# What is known of a slurmd that ended: its exit status, stderr, log and a backtrace of its core.
+show_lost_slurmds() {
+  local n status core
+  for n in "${nodes[@]}"; do
+    running "${slurmd_pid[$n]}" && continue
+    status=0
+    wait "${slurmd_pid[$n]}" || status=$?
+    echo "  slurmd of $prefix$n (pid ${slurmd_pid[$n]}) ended with status $status; its stderr and log:"
+    tail -n 20 "$tmp/slurm/log/slurmd-$n.stderr" "$tmp/slurm/log/slurmd-$prefix$n.log" 2>&1 | sed 's/^/    /'
+    for core in "$tmp/slurm/cwd-$n"/core*; do
+      [[ -f $core ]] || continue
+      if command -v gdb >/dev/null; then
+        gdb -batch -q -ex 'thread apply all bt' "$(command -v slurmd)" "$core" 2>&1 | sed 's/^/    /' | head -n 80
+      else
+        echo "    core dump $core (gdb not installed)"
+      fi
+    done
+  done
+}
 nodes_idle() { [[ $(sinfo -h -N -o %T 2>/dev/null | sort | uniq -c | awk '{print $1, $2}') == "${#nodes[@]} idle" ]]; }
 if ! wait_for 60 "the ${#nodes[@]} nodes idle in sinfo" nodes_idle; then
   sinfo -N -l || true
@@ -263,7 +339,7 @@ cd "$tmp"
 
 # ---- 1. one task per node ------------------------------------------------------------------
 phase "srun -N3: one task on each node"
-placed=$("${job_env[@]}" srun -N3 --ntasks-per-node=1 \
+placed=$(timeout 60 "${job_env[@]}" srun -N3 --ntasks-per-node=1 \
   sh -c 'echo "$SLURMD_NODENAME $(hostname) $(ip -4 -o addr show dev eth0 | awk "{print \$4}")"' 2>"$tmp/srun.err" | sort || true)
 echo "$placed" | sed 's/^/  /'
 want=""
@@ -282,6 +358,11 @@ job=$("${job_env[@]}" EX2D_SLURM_BACKEND=cpu EX2D_SLURM_MPS=0 EX2D_SLURM_IO_NODE
   --night-dir "$tmp/data/preproc/$night" --psf "$tmp/data/calib/psf-{camera}.fits" \
   --output-root "$tmp/data/out" -- -w 6000,6100,0.8 -n 25 --psferr 0.01 --compression none)
 wait_job_and_show "$t_job" "$tmp/night.out"
+if ! slurmds_alive; then
+  fail "a slurmd ended while job $job ran"
+  show_lost_slurmds
+  exit 1
+fi
 check "job $job on $(job_state NodeList) COMPLETED with exit code 0:0 ($(job_state JobState) $(job_state ExitCode), $job_s s)" \
   test "$(job_state JobState) $(job_state ExitCode) $(job_state NodeList)" = "COMPLETED 0:0 $node_list"
 check_night_done

@@ -30,6 +30,21 @@ running() {
   stat=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
   [[ -n $stat && ${stat%% *} != Z ]]
 }
+# ctest ends a test past its TIMEOUT with SIGKILL, so no teardown runs and what the test made
+# stays. start_deadline S (S below the TIMEOUT less the teardown's time) sends the test SIGTERM,
+# whose trap exits through the teardown, S s from now; the teardown calls stop_deadline first.
+start_deadline() {  # seconds
+  local main=$$ end=$(($(date +%s) + $1))
+  (
+    while (($(date +%s) < end)); do sleep 1; done
+    echo "$prog: its deadline of $1 s passed: stopping it" >&2
+    kill -TERM "$main"
+  ) </dev/null >/dev/null &
+  deadline_watchdog=$!
+}
+stop_deadline() {
+  [[ -z ${deadline_watchdog:-} ]] || kill "$deadline_watchdog" 2>/dev/null || true
+}
 # Processes whose environment holds the mark (started by the jobs of this test).
 marked_pids() {
   { grep -lzxF "$mark" /proc/[0-9]*/environ 2>/dev/null || true; } | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
@@ -118,10 +133,13 @@ simulate_night() {
 
 job_state() { scontrol show job -o "$job" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 job_over() { [[ $(job_state JobState) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)$ ]]; }
-# Waits up to 400 s for `job` (submitted at T0) to end (else cancels it), prints its output
-# file and sets `job_s`, the seconds from T0 to its end.
+# Whether every node's slurmd still runs: a script with slurmds of its own redefines it.
+slurmds_alive() { true; }
+job_over_or_slurmd_lost() { job_over || ! slurmds_alive; }
+# Waits up to 400 s for `job` (submitted at T0) to end or a slurmd to die (else cancels it),
+# prints its output file and sets `job_s`, the seconds from T0 to its end.
 wait_job_and_show() {  # t0 output-file
-  if ! wait_for 400 "job $job's end" job_over; then
+  if ! wait_for 400 "job $job's end" job_over_or_slurmd_lost || ! job_over; then
     scancel "$job" || true
   fi
   job_s=$(awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
