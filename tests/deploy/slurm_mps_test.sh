@@ -87,14 +87,7 @@ teardown() {
   for pidfile in "$tmp/slurm/slurmd.pid" "$tmp/slurm/slurmctld.pid" "$tmp/munge/munged.pid"; do
     [[ -s $pidfile ]] && daemon_pids+=("$(<"$pidfile")")
   done
-  for p in "${daemon_pids[@]}"; do running "$p" && kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 100); do
-    alive=0
-    for p in "${daemon_pids[@]}"; do running "$p" && alive=1; done
-    ((alive)) || break
-    sleep 0.1
-  done
-  for p in "${daemon_pids[@]}"; do running "$p" && kill -KILL "$p" 2>/dev/null; done
+  end_processes "${daemon_pids[@]}"
   # Anything of the jobs that outlived them (ours: it carries the mark).
   for p in $(marked_pids); do kill -KILL "$p" 2>/dev/null; done
   sleep 0.2

@@ -82,18 +82,8 @@ namespace_pids() {
 }
 # The processes in our namespaces (slurmd, slurmstepd, the jobs): SIGTERM, 10 s, SIGKILL.
 end_namespace_processes() {
-  local pids p
-  pids=$(namespace_pids)
-  [[ -n $pids ]] || return 0
-  for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 100); do
-    local alive=0
-    for p in $pids; do running "$p" && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  for p in $pids; do running "$p" && kill -KILL "$p" 2>/dev/null; done
-  sleep 0.2
+  # shellcheck disable=SC2046  # one word per PID
+  end_processes $(namespace_pids)
 }
 remove_everything() {
   local ns link rule
@@ -117,18 +107,8 @@ leftover_daemons() {
     sed -n 's|^/proc/\([0-9]*\)/.*$|\1|p' | sort -u | grep -vx "$$" || true
 }
 end_leftover_daemons() {
-  local pids p
-  pids=$(leftover_daemons)
-  [[ -n $pids ]] || return 0
-  for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 100); do
-    local alive=0
-    for p in $pids; do running "$p" && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  for p in $pids; do running "$p" && kill -KILL "$p" 2>/dev/null; done
-  sleep 0.2
+  # shellcheck disable=SC2046  # one word per PID
+  end_processes $(leftover_daemons)
 }
 # The running test that owns the objects named ex2d-sn-*, if any: its PID is in owner_file
 # while it runs, so that a run killed with SIGKILL (a ctest timeout) is told from a live one.
@@ -209,14 +189,9 @@ teardown() {
   for pidfile in "$tmp/slurm/slurmctld.pid" "$tmp/munge/munged.pid"; do
     [[ -s $pidfile ]] && daemons+=("$(<"$pidfile")")
   done
-  for p in "${daemons[@]}"; do running "$p" && kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 100); do
-    local alive=0
-    for p in "${daemons[@]}"; do running "$p" && alive=1; done
-    ((alive)) || break
-    sleep 0.1
-  done
-  for p in "${daemons[@]}" $(marked_pids); do running "$p" && kill -KILL "$p" 2>/dev/null; done
+  end_processes "${daemons[@]}"
+  # Anything of the jobs that outlived them (ours: it carries the mark).
+  for p in $(marked_pids); do kill -KILL "$p" 2>/dev/null; done
   sleep 0.2
   local left="" objects
   for p in "${daemons[@]}" $(marked_pids); do running "$p" && left+=" $p"; done

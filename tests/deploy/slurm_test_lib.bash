@@ -45,6 +45,20 @@ start_deadline() {  # seconds
 stop_deadline() {
   [[ -z ${deadline_watchdog:-} ]] || kill "$deadline_watchdog" 2>/dev/null || true
 }
+# Ends the processes PIDS: SIGTERM, up to 10 s for them to exit, then SIGKILL.
+end_processes() {  # pid...
+  local p
+  (($#)) || return 0
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    local alive=0
+    for p in "$@"; do running "$p" && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for p in "$@"; do running "$p" && kill -KILL "$p" 2>/dev/null; done
+  sleep 0.2
+}
 # Processes whose environment holds the mark (started by the jobs of this test).
 marked_pids() {
   { grep -lzxF "$mark" /proc/[0-9]*/environ 2>/dev/null || true; } | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
