@@ -32,6 +32,31 @@ sanitizer_setup() {
   esac
 }
 
+# Configures DIR as an instrumented build with sanitizer_flags (call sanitizer_setup first):
+#   sanitizer_configure DIR [-DNAME=VALUE ...]
+# RelWithDebInfo with line tables only (-g1): a report's stack still names every file and line,
+# and without the variables' debug information each file compiles in a fifth less time. -O2,
+# not the -O1 AddressSanitizer's documentation suggests: at -O1 the fleet's frames differ from
+# `ex2d extract`'s in the last bits, which the fleet tests compare (docs/testing.md, "CI's
+# length"). With the test hooks, without the CUDA backend (nvcc's code is not instrumented)
+# and without jemalloc (it would take malloc from the sanitizer's allocator). Ninja, where
+# installed, builds the many one-file test targets side by side (CMake's Makefiles take named
+# targets one at a time); a folder keeps the generator it was made with. tools/cuda-emulation
+# sanitize and tools/sanitize-services asan configure build-asan alike, so the second builds
+# only what the first did not.
+sanitizer_configure() {
+  local dir=$1 generator=()
+  shift
+  if [ ! -f "$dir/CMakeCache.txt" ] && [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja >/dev/null; then
+    generator=(-G Ninja)
+  fi
+  cmake -S . -B "$dir" ${generator[@]+"${generator[@]}"} -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DEX2D_BUILD_CUDA=OFF \
+    -DEX2D_TEST_HOOKS=ON -DEX2D_USE_JEMALLOC=OFF "-DCMAKE_CXX_FLAGS=$sanitizer_flags" \
+    "-DCMAKE_EXE_LINKER_FLAGS=$sanitizer_flags" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitizer_flags" \
+    "$@" >/dev/null
+}
+
 # Prints every report written under LOG_PREFIX (sanitizer_setup's) and fails if there is one.
 sanitizer_reports() {
   local log=$1 reports
