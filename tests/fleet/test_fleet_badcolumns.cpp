@@ -60,6 +60,7 @@ int extract_reference(Fleet& fleet, const std::string& preproc, const std::strin
                                      "-w",           "6000,6100,0.8",
                                      "-n",           "25",
                                      "--threads",    "1",
+                                     "--backend",    "cpu",
                                      "--psferr",     camera[0] == 'b' ? "0.04" : "0.01"};
     if (!badcolumns.empty()) argv.insert(argv.end(), {"--badcolumns", badcolumns});
     Process tool("extract", argv, {}, fleet.dir() + "/logs/extract.log");

@@ -33,7 +33,7 @@ std::string make_standin_frame(Fleet& fleet, const std::string& preproc)
     std::string frame = fleet.dir() + "/standin-r0.fits";
     Process tool("extract",
                  {EX2D_TOOL_PATH, "extract", "-i", preproc, "-p", fleet.psf_path("r0"), "-o", frame,
-                  "-w", "6000,6100,0.8", "-n", "25", "--threads", "1"},
+                  "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--backend", "cpu"},
                  {}, fleet.dir() + "/logs/extract.log");
     EXPECT_EQ(tool.wait(60), 0);
     return frame;

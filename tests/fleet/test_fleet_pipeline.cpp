@@ -290,11 +290,11 @@ TEST(FleetPipeline, WriterAnnotatesTheFibermapWithTheSitesTableAsExtractDoes)
     ASSERT_EQ(fleet.submit(12), 0);
     ASSERT_TRUE(fleet.wait_exposure(12, 60));
     const std::string reference = fleet.dir() + "/reference-r0.fits";
-    Process tool(
-        "extract",
-        {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r0"), "-o", reference,
-         "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--fibermap-columns", table},
-        {}, fleet.dir() + "/logs/extract.log");
+    Process tool("extract",
+                 {EX2D_TOOL_PATH, "extract", "-i", preprocs[0], "-p", fleet.psf_path("r0"), "-o",
+                  reference, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--backend",
+                  "cpu", "--fibermap-columns", table},
+                 {}, fleet.dir() + "/logs/extract.log");
     ASSERT_EQ(tool.wait(60), 0);
     const std::vector<std::string> ours = fibermap_cards(fleet.output_path(12, "r0"));
     EXPECT_EQ(ours, fibermap_cards(reference));

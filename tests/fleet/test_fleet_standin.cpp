@@ -44,7 +44,7 @@ TEST(FleetStandin, WorkerReturnsTheFrameAfterItsDelayAndRefusesAnotherGrid)
     const std::string frame = fleet.dir() + "/standin-r0.fits";
     Process tool("extract",
                  {EX2D_TOOL_PATH, "extract", "-i", preprocs[1], "-p", fleet.psf_path("r0"), "-o",
-                  frame, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1"},
+                  frame, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--backend", "cpu"},
                  {}, fleet.dir() + "/logs/extract.log");
     ASSERT_EQ(tool.wait(60), 0);
     auto expected = read_frame(frame);

@@ -27,10 +27,11 @@ namespace fs = std::filesystem;
 
 int extract_reference(Fleet& fleet, const std::string& preproc, const std::string& output)
 {
-    Process tool("extract",
-                 {EX2D_TOOL_PATH, "extract", "-i", preproc, "-p", fleet.psf_path("r0"), "-o",
-                  output, "-w", "6000,6100,0.8", "-n", "25", "--threads", "1", "--psferr", "0.01"},
-                 {}, fleet.dir() + "/logs/extract.log");
+    Process tool(
+        "extract",
+        {EX2D_TOOL_PATH, "extract", "-i", preproc, "-p", fleet.psf_path("r0"), "-o", output, "-w",
+         "6000,6100,0.8", "-n", "25", "--threads", "1", "--backend", "cpu", "--psferr", "0.01"},
+        {}, fleet.dir() + "/logs/extract.log");
     return tool.wait(60);
 }
 
