@@ -35,10 +35,9 @@ sanitizer_setup() {
 # Configures DIR as an instrumented build with sanitizer_flags (call sanitizer_setup first):
 #   sanitizer_configure DIR [-DNAME=VALUE ...]
 # RelWithDebInfo with line tables only (-g1): a report's stack still names every file and line,
-# and without the variables' debug information each file compiles in a fifth less time. -O2,
-# not the -O1 AddressSanitizer's documentation suggests: at -O1 the fleet's frames differ from
-# `ex2d extract`'s in the last bits, which the fleet tests compare (docs/testing.md, "CI's
-# length"). With the test hooks, without the CUDA backend (nvcc's code is not instrumented)
+# and without the variables' debug information each file compiles in a fifth less time. -O2 as
+# before; -O1, which AddressSanitizer's documentation suggests, would halve the compile time but
+# has not passed the whole suite yet (docs/testing.md, "CI's length"). With the test hooks, without the CUDA backend (nvcc's code is not instrumented)
 # and without jemalloc (it would take malloc from the sanitizer's allocator). Ninja, where
 # installed, builds the many one-file test targets side by side (CMake's Makefiles take named
 # targets one at a time); a folder keeps the generator it was made with. tools/cuda-emulation
