@@ -75,8 +75,9 @@ def make_exposure(ex2d, data):
                  str(int(EXPID)), "--night", NIGHT, "-n", NFIBERS, "-w", WAVE, "--seed", str(seed)])
         ref = f"{data}/reference/frame-{cam}.fits"
         if not os.path.exists(ref):
+            # The workers' backend: auto would take a device where one is found.
             run([ex2d, "extract", "-i", preproc, "-p", psf, "-o", ref, "-w", WAVE, "-n", NFIBERS,
-                 "--threads", "1", "--psferr", "0.01"])
+                 "--threads", "1", "--backend", "cpu", "--psferr", "0.01"])
 
 
 def epoch(ts):
