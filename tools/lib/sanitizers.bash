@@ -37,12 +37,11 @@ sanitizer_setup() {
 # RelWithDebInfo with line tables only (-g1): a report's stack still names every file and line,
 # and without the variables' debug information each file compiles in a fifth less time. -O2 as
 # before; -O1, which AddressSanitizer's documentation suggests, would halve the compile time but
-# has not passed the whole suite yet (docs/testing.md, "CI's length"). With the test hooks, without the CUDA backend (nvcc's code is not instrumented)
-# and without jemalloc (it would take malloc from the sanitizer's allocator). Ninja, where
-# installed, builds the many one-file test targets side by side (CMake's Makefiles take named
-# targets one at a time); a folder keeps the generator it was made with. tools/cuda-emulation
-# sanitize and tools/sanitize-services asan configure build-asan alike, so the second builds
-# only what the first did not.
+# has not passed the whole suite yet (docs/testing.md, "CI's length"). With the test hooks,
+# without the CUDA backend (nvcc's code is not instrumented) and without jemalloc (it would take
+# malloc from the sanitizer's allocator). Ninja, where installed, builds the many one-file test
+# targets side by side (CMake's Makefiles take named targets one at a time); a folder keeps the
+# generator it was made with.
 sanitizer_configure() {
   local dir=$1 generator=()
   shift
@@ -55,6 +54,11 @@ sanitizer_configure() {
     "-DCMAKE_EXE_LINKER_FLAGS=$sanitizer_flags" "-DCMAKE_SHARED_LINKER_FLAGS=$sanitizer_flags" \
     "$@" >/dev/null
 }
+
+# build-asan's options beyond sanitizer_configure's: tools/cuda-emulation sanitize and
+# tools/sanitize-services asan both configure it with these, so the second builds only what the
+# first did not (another option in either would reconfigure and rebuild the whole tree).
+asan_tree_options=(-DEX2D_BUILD_FLEET=ON -DEX2D_CUDA_EMULATION=ON)
 
 # Prints every report written under LOG_PREFIX (sanitizer_setup's) and fails if there is one.
 sanitizer_reports() {
